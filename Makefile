@@ -1,0 +1,44 @@
+# Sidekick — two commands: `make demo` and `make test`. Each builds .venv from nothing if needed.
+SHELL := /bin/bash
+.SHELLFLAGS := -eo pipefail -c
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip --disable-pip-version-check -q
+STAMP := $(VENV)/.installed
+DEMO_DIR ?= runs/demo
+
+.PHONY: demo test test-fast test-slow lint bench clean venv
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml constraints.txt
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	@echo "installing sidekick into $(VENV) (first time: about 2 minutes)…"
+	$(PIP) install -c constraints.txt torch==2.13.0 2>&1 | { grep -v "is ignored: it is neither" || true; }
+	$(PIP) install -c constraints.txt -e '.[dev]' 2>&1 | { grep -v "is ignored: it is neither" || true; }
+	$(PY) -c "import torch; assert torch.__version__.startswith('2.13.0'), torch.__version__"
+	@touch $(STAMP)
+
+demo: $(STAMP)
+	$(VENV)/bin/sidekick world shopping --out $(DEMO_DIR)/world --items 20000
+	$(VENV)/bin/sidekick world summary $(DEMO_DIR)/world
+
+test: $(STAMP)
+	$(PY) -m pytest -m "not slow" -q
+
+test-fast: $(STAMP)
+	$(PY) -m pytest -m "not slow and not integration" -q
+
+test-slow: $(STAMP)
+	$(PY) -m pytest -m slow -q
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check apps sid training serving harness data_curation eval infra tests bench
+	$(VENV)/bin/mypy apps sid training serving harness data_curation eval infra
+
+bench: $(STAMP)
+	$(PY) bench/worlds.py --quick
+
+clean:
+	rm -rf $(VENV) runs .pytest_cache .mypy_cache .ruff_cache

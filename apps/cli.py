@@ -1,0 +1,223 @@
+"""The ``sidekick`` command line: parses, loads config, calls one library function, reports.
+
+    sidekick world shopping --out runs/w --items 20000
+    sidekick world summary runs/w
+    sidekick validate runs/w --skip-bad
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import typer
+from pydantic import BaseModel
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from infra.config import ConfigError, load_config
+from infra.logging import configure_logging
+from infra.recordio import RecordError
+from infra.settings import get_settings
+
+app = typer.Typer(help="Sidekick: turn a catalog and its logs into domain agents.", no_args_is_help=True,
+                  pretty_exceptions_enable=False)
+world_app = typer.Typer(help="Generate or import a world (catalog + logs + tasks).", no_args_is_help=True)
+app.add_typer(world_app, name="world")
+console = Console(stderr=True)
+out_console = Console()
+
+C = TypeVar("C", bound=BaseModel)
+
+OutOpt = Annotated[Path, typer.Option("--out", "-o", help="Directory to write the world into.")]
+ConfigOpt = Annotated[Path | None, typer.Option("--config", "-c", help="YAML file with the generator's config.")]
+SeedOpt = Annotated[int | None, typer.Option(help="Seed (default 0); same seed, same world.")]
+ForceOpt = Annotated[bool, typer.Option("--force", help="Replace the contents of a non-empty --out.")]
+
+
+class UsageError(Exception):
+    """A problem with what the user asked for; printed as one line."""
+
+
+@app.callback()
+def _main(
+    log_level: Annotated[str | None, typer.Option(help="DEBUG, INFO, WARNING or ERROR.")] = None,
+) -> None:
+    settings = get_settings()
+    configure_logging(log_level or settings.log_level, settings.log_format)
+
+
+@contextmanager
+def _progress(total: int | None, what: str) -> Iterator[Callable[[int], None]]:
+    columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=console, transient=False, disable=not console.is_terminal) as bar:
+        task = bar.add_task(what, total=total)
+        yield lambda n: bar.advance(task, n)
+
+
+def _prepare_out(out: Path, force: bool) -> None:
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"--out {out} exists and is not a directory")
+    if out.is_dir() and any(out.iterdir()):
+        if not force:
+            raise UsageError(f"--out {out} is not empty; pass --force to replace it")
+        shutil.rmtree(out)
+    out.mkdir(parents=True, exist_ok=True)
+
+
+def _config(model: type[C], path: Path | None, overrides: dict[str, Any]) -> C:
+    return load_config(model, path, overrides)
+
+
+def _report(out: Path, counts: dict[str, Any]) -> None:
+    flat = {k: v for k, v in counts.items() if not isinstance(v, dict)}
+    out_console.print(f"[green]wrote[/green] {out}  " + "  ".join(f"{k}={v:,}" for k, v in flat.items()))
+
+
+@world_app.command("shopping")
+def world_shopping(
+    out: OutOpt,
+    items: Annotated[int | None, typer.Option(help="Catalog listings (default 20000; up to millions).")] = None,
+    tasks: Annotated[int | None, typer.Option(help="Fulfilment tasks (default 2000).")] = None,
+    sessions: Annotated[int | None, typer.Option(help="Raw log sessions (default 5000).")] = None,
+    seed: SeedOpt = None,
+    config: ConfigOpt = None,
+    force: ForceOpt = False,
+) -> None:
+    """A shopping catalog, fulfilment tasks and raw logs with PII (answer key under private/)."""
+    from apps.shopping.world import ShoppingWorldConfig, generate_shopping_world
+
+    cfg = _config(ShoppingWorldConfig, config, {"items": items, "tasks": tasks, "sessions": sessions, "seed": seed})
+    _prepare_out(out, force)
+    with _progress(cfg.items + cfg.tasks + cfg.sessions, "shopping world") as advance:
+        counts = generate_shopping_world(cfg, out, advance)
+    _report(out, counts)
+
+
+@world_app.command("livestream")
+def world_livestream(
+    out: OutOpt,
+    items: Annotated[int | None, typer.Option(help="Streams (default 50); each shows several products.")] = None,
+    questions: Annotated[int | None, typer.Option(help="Viewer questions (default 2000).")] = None,
+    seed: SeedOpt = None,
+    config: ConfigOpt = None,
+    force: ForceOpt = False,
+) -> None:
+    """Live streams with their products' fact sheets, viewer questions with ground-truth answers."""
+    from apps.livestream.world import LivestreamWorldConfig, generate_livestream_world
+
+    cfg = _config(LivestreamWorldConfig, config, {"streams": items, "questions": questions, "seed": seed})
+    _prepare_out(out, force)
+    with _progress(None, "livestream world") as advance:
+        counts = generate_livestream_world(cfg, out, advance)
+    _report(out, counts)
+
+
+@world_app.command("travel")
+def world_travel(
+    out: OutOpt,
+    items: Annotated[int | None, typer.Option(help="Points of interest in the city (default 400).")] = None,
+    requests: Annotated[int | None, typer.Option(help="Planning requests (default 1000).")] = None,
+    seed: SeedOpt = None,
+    config: ConfigOpt = None,
+    force: ForceOpt = False,
+) -> None:
+    """A city of POIs, a travel-time model and planning requests (every one feasible)."""
+    from apps.travel.world import TravelWorldConfig, generate_travel_world
+
+    cfg = _config(TravelWorldConfig, config, {"pois": items, "requests": requests, "seed": seed})
+    _prepare_out(out, force)
+    with _progress(None, "travel world") as advance:
+        counts = generate_travel_world(cfg, out, advance)
+    _report(out, counts)
+
+
+@world_app.command("import-movielens")
+def world_import_movielens(
+    out: OutOpt,
+    source: Annotated[Path | None, typer.Option(help="RecBole-format ml-100k folder (default: the recbole wheel's).")]
+    = None,
+    force: ForceOpt = False,
+) -> None:
+    """MovieLens-100k (shipped in the recbole wheel) as items, per-user logs and next-item tasks."""
+    from apps.movielens.importer import MovieLensImportConfig, import_movielens
+
+    cfg = _config(MovieLensImportConfig, None, {"source": source})
+    _prepare_out(out, force)
+    with _progress(None, "movielens") as advance:
+        counts = import_movielens(cfg, out, advance)
+    _report(out, counts)
+
+
+@world_app.command("summary")
+def world_summary(
+    world: Annotated[Path, typer.Argument(help="A world directory.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")] = False,
+) -> None:
+    """What a world directory holds: counts, task kinds, and a few example records."""
+    from apps.summary import summarise_world
+
+    summary = summarise_world(world)
+    if as_json:
+        out_console.print_json(json.dumps(summary, default=str))
+        return
+    table = Table(title=f"{summary['app']} world: {world}", show_header=True)
+    table.add_column("what")
+    table.add_column("value", justify="right")
+    for key, value in summary["counts"].items():
+        if isinstance(value, dict):
+            value = ", ".join(f"{k} {v:,}" for k, v in value.items())
+        table.add_row(key, f"{value:,}" if isinstance(value, int) else str(value))
+    for name, size in summary["files"].items():
+        table.add_row(f"file {name}", f"{size / 1e6:.1f} MB")
+    out_console.print(table)
+    if summary["examples"]:
+        ex = Table(title="examples", show_header=True)
+        ex.add_column("kind")
+        ex.add_column("record")
+        for kind, text in summary["examples"].items():
+            ex.add_row(kind, text)
+        out_console.print(ex)
+
+
+@app.command("validate")
+def validate(
+    path: Annotated[Path, typer.Argument(help="A world directory, or one .jsonl/.parquet record file.")],
+    record_type: Annotated[str | None, typer.Option("--as", help="item, session or task (default: from the name).")]
+    = None,
+    skip_bad: Annotated[bool, typer.Option("--skip-bad", help="Quarantine bad records instead of stopping.")] = False,
+    quarantine: Annotated[Path | None, typer.Option(help="Quarantine file (default: quarantine.jsonl beside).")]
+    = None,
+) -> None:
+    """Check record files against the data contracts; bad records stop it, or go to quarantine."""
+    from apps.summary import validate_path
+
+    results = validate_path(path, record_type, skip_bad=skip_bad, quarantine=quarantine)
+    table = Table(title=f"validate {path}")
+    for col in ("file", "type", "good", "bad", "blank lines", "quarantine"):
+        table.add_column(col)
+    for r in results:
+        table.add_row(str(r.path), r.record_type, f"{r.good:,}", f"{r.bad:,}", str(r.blank_lines),
+                      str(r.quarantine or "-"))
+    out_console.print(table)
+    if any(r.bad for r in results):
+        raise typer.Exit(code=3)
+
+
+def main() -> None:
+    """Entry point: known errors become one line on stderr and a non-zero exit, never a traceback."""
+    try:
+        app()
+    except (RecordError, ConfigError, UsageError, FileNotFoundError, NotADirectoryError) as err:
+        console.print(f"[red]error:[/red] {err}", highlight=False)
+        sys.exit(2 if isinstance(err, UsageError | ConfigError) else 1)
+
+
+if __name__ == "__main__":
+    main()
