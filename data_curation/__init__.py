@@ -1,0 +1,1 @@
+"""Streaming data curation: log records, anonymisation, dedup, filters, selection, splits, quarantine."""

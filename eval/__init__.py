@@ -1,0 +1,1 @@
+"""Offline evaluation against anonymised logs: replay, metrics, baselines, reports."""

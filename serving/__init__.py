@@ -1,0 +1,1 @@
+"""Serving: the FastAPI harness (REST + OpenAI-compatible API), sessions, budgets, metrics."""

@@ -1,0 +1,1 @@
+"""Livestream app: sub-second answers to viewer questions from product fact sheets."""

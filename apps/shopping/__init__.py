@@ -1,0 +1,1 @@
+"""Shopping app: intent-to-item fulfilment over a catalog (world generator, constraints, configs)."""

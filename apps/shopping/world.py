@@ -466,10 +466,14 @@ def _task_multi_turn(r: random.Random, ix: CatalogIndex, cap: int) -> dict[str, 
     options = ["colour", "material", "brand"] + (["size"] if f.size else [])
     keys = r.sample(options, k=2)
     pmax = _price_cap(float(ix.cols.price[j]), r)
-    noun = r.choice(f.leaf.names)
+    hidden_attrs = _attr_constraints(f, keys)
+    hidden: dict[str, Any] = {"attributes": hidden_attrs, "price_max": pmax}
+    # The opening must not give a hidden value away (e.g. "cabin bag" when the size is "cabin").
+    secret = {v.lower() for v in hidden_attrs.values()}
+    nouns = [n for n in f.leaf.names if not secret & set(n.lower().split())] or list(f.leaf.names)
+    noun = r.choice(nouns)
     text = r.choice((f"I need new {noun}", f"can you help me find {_a(noun)} {noun}?", f"looking for {noun}",
                      f"Hi! I want to buy {_a(noun)} {noun}."))
-    hidden = {"attributes": _attr_constraints(f, keys), "price_max": pmax}
     constraints = {"category": f.leaf.path, **hidden, "in_stock": True}
     hits = ix.select(ix.by_leaf[f.leaf.index], _want(ix.cols, j, keys), 0, pmax)
     return {"messages": [text], "constraints": constraints, "hidden": hidden, "target": _target(hits, cap),

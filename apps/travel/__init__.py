@@ -1,0 +1,1 @@
+"""Travel app: day-trip planning over a city of points of interest."""

@@ -137,7 +137,7 @@ def test_huge_line_is_bad_without_reading_it_into_memory(tmp_path: Path) -> None
     path = _write_lines(tmp_path / "catalog.jsonl", [GOOD, huge, GOOD.replace("x1", "x9")])
     with pytest.raises(RecordError, match=r"catalog.jsonl:2: line is \d+ bytes, over the 1000-byte limit"):
         read_records(path, Item, max_line_bytes=1000)
-    good, stats = read_records(path, Item, skip_bad=True, quarantine=tmp_path / "q.jsonl", max_line_bytes=1000)
+    good, _ = read_records(path, Item, skip_bad=True, quarantine=tmp_path / "q.jsonl", max_line_bytes=1000)
     assert [i.item_id for i in good] == ["x1", "x9"]
     entry = json.loads((tmp_path / "q.jsonl").read_text())
     assert entry["kind"] == "too_long" and entry["length"] == len(huge) + 1 and len(entry["raw"]) < 300

@@ -1,0 +1,32 @@
+"""Every YAML config shipped under apps/ (sub-folders too) loads and validates against its model."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from pydantic import BaseModel
+
+from apps.shopping.world import ShoppingWorldConfig
+from infra.config import load_config
+
+APPS = Path(__file__).resolve().parents[2] / "apps"
+MODELS: dict[str, type[BaseModel]] = {"shopping/world.yaml": ShoppingWorldConfig}
+
+
+def _yaml_files() -> list[Path]:
+    return sorted(p for p in APPS.rglob("*") if p.suffix in (".yaml", ".yml"))
+
+
+def test_there_are_configs_and_each_has_a_model() -> None:
+    files = _yaml_files()
+    assert files
+    unknown = [str(p.relative_to(APPS)) for p in files if str(p.relative_to(APPS)) not in MODELS]
+    assert not unknown, f"add these to MODELS so they are validated: {unknown}"
+
+
+@pytest.mark.parametrize("path", _yaml_files(), ids=lambda p: str(p.relative_to(APPS)))
+def test_config_validates(path: Path) -> None:
+    model = MODELS[str(path.relative_to(APPS))]
+    cfg = load_config(model, path)
+    assert cfg == model.model_validate(cfg.model_dump())  # and it round-trips
