@@ -114,3 +114,10 @@ def test_import_movielens(tmp_path: Path) -> None:
     manifest = json.loads((tmp_path / "ml" / "manifest.json").read_text())
     counts = manifest["counts"]
     assert (counts["users"], counts["items"], counts["interactions"]) == (943, 1682, 100_000)
+
+
+def test_travel_world(tmp_path: Path) -> None:
+    proc = run("world", "travel", "--out", tmp_path / "t", "--items", 60, "--requests", 20)
+    assert proc.returncode == 0, proc.stderr
+    assert "items=60" in proc.stdout and "tasks=20" in proc.stdout
+    assert run("validate", tmp_path / "t").returncode == 0

@@ -8,10 +8,14 @@ import pytest
 from pydantic import BaseModel
 
 from apps.shopping.world import ShoppingWorldConfig
+from apps.travel.world import TravelWorldConfig
 from infra.config import load_config
 
 APPS = Path(__file__).resolve().parents[2] / "apps"
-MODELS: dict[str, type[BaseModel]] = {"shopping/world.yaml": ShoppingWorldConfig}
+MODELS: dict[str, type[BaseModel]] = {
+    "shopping/world.yaml": ShoppingWorldConfig,
+    "travel/world.yaml": TravelWorldConfig,
+}
 
 
 def _yaml_files() -> list[Path]:
