@@ -21,7 +21,7 @@ $(STAMP): pyproject.toml constraints.txt
 	@touch $(STAMP)
 
 demo: $(STAMP)
-	$(VENV)/bin/sidekick world shopping --out $(DEMO_DIR)/world --items 20000
+	$(VENV)/bin/sidekick world shopping --out $(DEMO_DIR)/world --items 20000 --force
 	$(VENV)/bin/sidekick world summary $(DEMO_DIR)/world
 
 test: $(STAMP)

@@ -1,1 +1,1 @@
-"""Semantic IDs: item embeddings, residual quantisation, SID tokens, a prefix trie and constrained decoding (pure: knows no app)."""
+"""Semantic IDs: embeddings -> residual quantisation -> SID tokens, a prefix trie, constrained decoding."""

@@ -241,3 +241,28 @@ VAGUE_PHRASES: dict[str, list[str]] = {
     "Travel": ["something for travelling", "travel gear"],
     "Grocery": ["something tasty for the pantry", "a snack box"],
 }
+
+# Facets that differ from the top category's profile for some mid categories (a tent has no shoe size).
+SIZE_OVERRIDES: dict[tuple[str, str], tuple[str, ...]] = {
+    ("Outdoor", "Camping"): (),
+    ("Outdoor", "Packs"): ("20L", "30L", "45L", "65L"),
+    ("Outdoor", "Clothing"): APPAREL_SIZES,
+    ("Fashion", "Shoes"): SHOE_SIZES,
+    ("Sports", "Fitness"): (),
+    ("Sports", "Cycling"): ("S", "M", "L"),
+    ("Sports", "Team sports"): ("3", "4", "5"),
+    ("Baby", "Gear"): (),
+    ("Baby", "Nursery"): (),
+    ("Baby", "Feeding"): (),
+    ("Pets", "Cats"): (),
+    ("Pets", "Small pets"): (),
+    ("Travel", "Accessories"): (),
+}
+MATERIAL_OVERRIDES: dict[tuple[str, str], tuple[str, ...]] = {
+    ("Garden", "Plants"): ("terracotta", "plastic", "organic", "peat-free"),
+    ("Garden", "Grilling"): ("stainless steel", "cast iron", "steel"),
+    ("Kitchen", "Appliances"): ("stainless steel", "plastic", "glass", "brushed aluminium"),
+    ("Office", "Supplies"): ("paper", "recycled paper", "plastic", "steel"),
+    ("Electronics", "Phones"): ("plastic", "aluminium", "glass", "silicone", "leather"),
+    ("Beauty", "Haircare"): ("natural", "vegan", "ceramic", "tourmaline"),
+}

@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 import random
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -78,8 +78,14 @@ def build_leaves() -> list[Leaf]:
     leaves: list[Leaf] = []
     for top, mids in tx.TAXONOMY.items():
         for mid, nouns in mids.items():
+            profile = tx.PROFILES[top]
+            profile = replace(
+                profile,
+                sizes=tx.SIZE_OVERRIDES.get((top, mid), profile.sizes),
+                materials=tx.MATERIAL_OVERRIDES.get((top, mid), profile.materials),
+            )
             for spec in nouns:
-                leaves.append(Leaf(len(leaves), top, mid, tuple(spec.split("|")), tx.PROFILES[top]))
+                leaves.append(Leaf(len(leaves), top, mid, tuple(spec.split("|")), profile))
     return leaves
 
 

@@ -121,3 +121,11 @@ def test_travel_world(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert "items=60" in proc.stdout and "tasks=20" in proc.stdout
     assert run("validate", tmp_path / "t").returncode == 0
+
+
+def test_livestream_world(tmp_path: Path) -> None:
+    proc = run("world", "livestream", "--out", tmp_path / "l", "--items", 4, "--questions", 50)
+    assert proc.returncode == 0, proc.stderr
+    assert "streams=4" in proc.stdout and "tasks=50" in proc.stdout
+    assert (tmp_path / "l" / "streams.jsonl").is_file()
+    assert run("validate", tmp_path / "l").returncode == 0
