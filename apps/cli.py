@@ -186,6 +186,93 @@ def world_summary(
         out_console.print(ex)
 
 
+sid_app = typer.Typer(help="Semantic IDs: build, report, explain, update.", no_args_is_help=True)
+app.add_typer(sid_app, name="sid")
+
+
+@sid_app.command("build")
+def sid_build(
+    world: Annotated[Path, typer.Argument(help="World or curated directory with catalog.jsonl.")],
+    out: OutOpt,
+    config: ConfigOpt = None,
+    quantiser: Annotated[str | None, typer.Option(help="rq-kmeans (default) or rq-vae.")] = None,
+    levels: Annotated[int | None, typer.Option(help="Quantiser levels (default 3).")] = None,
+    codebook_size: Annotated[int | None, typer.Option(help="Codes per level (default 256).")] = None,
+    align_level1: Annotated[str | None, typer.Option(help="none (default) or category.")] = None,
+    force: ForceOpt = False,
+) -> None:
+    """Embed the catalog, quantise, add the collision suffix; write SIDs, labels and a report."""
+    from sid.build import SidBuildConfig, build_sids
+
+    cfg = _config(SidBuildConfig, config, {"quantiser": quantiser, "levels": levels,
+                                           "codebook_size": codebook_size, "align_level1": align_level1})
+    _prepare_out(out, force)
+    settings = get_settings()
+    with _progress(None, "embedding items") as advance:
+        report = build_sids(cfg, world, out, settings.cache_dir, advance)
+    _print_sid_report(report)
+    out_console.print(f"[green]wrote[/green] {out}")
+
+
+def _print_sid_report(report: dict[str, Any]) -> None:
+    table = Table(title=f"SIDs: {report['items']:,} items, collision rate before suffix "
+                        f"{report['collision_rate']:.2%}, max suffix {report['max_suffix']}")
+    for col in ("level", "size", "used", "util", "H/Hmax", "max share", "prefixes", "top pur", "leaf pur"):
+        table.add_column(col, justify="right")
+    for stats, pur in zip(report["per_level"], report["purity"], strict=True):
+        table.add_row(str(pur["level"]), str(stats.get("size", "")), str(stats["used"]),
+                      f"{stats['utilisation']:.1%}", f"{stats['normalised_entropy']:.3f}",
+                      f"{stats['max_share']:.2%}", f"{pur['prefixes']:,}", f"{pur['top_category_purity']:.1%}",
+                      f"{pur['leaf_category_purity']:.1%}")
+    out_console.print(table)
+
+
+@sid_app.command("report")
+def sid_report_cmd(sid_dir: Annotated[Path, typer.Argument(help="A SID directory.")]) -> None:
+    """Recompute and print report.json: collisions, utilisation, entropy, prefix purity vs category."""
+    from sid.build import report_sid_dir
+
+    _print_sid_report(report_sid_dir(sid_dir))
+    out_console.print(f"[green]wrote[/green] {sid_dir / 'report.json'}")
+
+
+@sid_app.command("explain")
+def sid_explain(
+    sid_dir: Annotated[Path, typer.Argument(help="A SID directory.")],
+    sid: Annotated[str, typer.Argument(help="A SID or prefix, e.g. '<s1_12><s2_200>', or an item id.")],
+) -> None:
+    """What a SID means, level by level."""
+    from sid.build import explain, load_sid_dir
+    from sid.codebook import SidError
+
+    if not sid.lstrip().startswith("<s"):
+        sid_map = load_sid_dir(sid_dir)[0]
+        if sid not in sid_map:
+            raise UsageError(f"{sid!r} is neither a SID nor an item id in {sid_dir}")
+        sid = sid_map.sid_of(sid)
+    try:
+        result = explain(sid_dir, sid)
+    except (SidError, ValueError) as err:
+        raise UsageError(str(err)) from err
+    out_console.print(f"[bold]{result['sid']}[/bold]" + (f" = item {result['item_id']}" if result["item_id"] else ""))
+    for lv in result["levels"]:
+        out_console.print(f"  level {lv['level']} {lv['token']}: {lv['items']:,} items; mostly {lv['category']} "
+                          f"({lv['category_share']:.0%}); words: {', '.join(lv['words'])}; "
+                          f"e.g. {' | '.join(lv['examples'][:2])}", highlight=False)
+
+
+@sid_app.command("update")
+def sid_update(
+    sid_dir: Annotated[Path, typer.Argument(help="A SID directory built with rq-kmeans.")],
+    catalog: Annotated[Path, typer.Option(help="The catalog as it is now (JSONL or Parquet).")],
+) -> None:
+    """Give new items SIDs from the fitted codebooks (no retraining); drop removed items."""
+    from sid.build import update_sids
+
+    counts = update_sids(sid_dir, catalog, get_settings().cache_dir)
+    _report(sid_dir, counts)
+
+
 @app.command("validate")
 def validate(
     path: Annotated[Path, typer.Argument(help="A world directory, or one .jsonl/.parquet record file.")],

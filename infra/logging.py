@@ -53,6 +53,8 @@ def configure_logging(level: str = "INFO", fmt: str = "text") -> None:
     handler._sidekick = True  # type: ignore[attr-defined]
     root.addHandler(handler)
     root.setLevel(level)
+    for noisy in ("faiss.loader", "httpx", "filelock"):  # library chatter below WARNING is not for users
+        logging.getLogger(noisy).setLevel(max(logging.WARNING, root.level))
     _CONFIGURED = True
 
 

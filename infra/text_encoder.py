@@ -38,12 +38,39 @@ def model_dir() -> Path:
     return path
 
 
-class TextEncoder:
-    """Batched, normalised sentence embeddings: ``encode(texts) -> (N, 384) float32``."""
+def bf16_supported() -> bool:
+    """True on CPUs with native bf16 matmuls (AVX512-BF16 or AMX), where bf16 autocast is ~3x faster."""
+    import torch
 
-    def __init__(self, batch_size: int = 128, max_length: int = 128, threads: int | None = None) -> None:
+    try:
+        return bool(torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported())
+    except AttributeError:  # older torch without the probes
+        return False
+
+
+def _use_bf16(precision: str) -> bool:
+    return precision == "bf16" or (precision == "auto" and bf16_supported())
+
+
+def encoder_name(precision: str = "auto") -> str:
+    """The model name plus the precision it runs in (embeddings differ slightly between the two)."""
+    return "all-MiniLM-L6-v2" + ("-bf16" if _use_bf16(precision) else "")
+
+
+class TextEncoder:
+    """Batched, normalised sentence embeddings: ``encode(texts) -> (N, 384) float32``.
+
+    ``precision="auto"`` runs the model under bf16 autocast where the CPU has native bf16 (measured
+    here: 1,470 vs 516 texts/s, cosine to the fp32 embedding >= 0.9999), else in fp32.
+    """
+
+    def __init__(self, batch_size: int = 256, max_length: int = 128, threads: int | None = None,
+                 precision: str = "auto") -> None:
         import torch
         from transformers import AutoModel, AutoTokenizer
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()  # a weights-loading bar per process is noise in our own progress
 
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         path = model_dir()
@@ -53,7 +80,10 @@ class TextEncoder:
             torch.set_num_threads(threads)
         self.tokenizer: Any = AutoTokenizer.from_pretrained(path)
         self.model: Any = AutoModel.from_pretrained(path).eval()
-        self.name = "all-MiniLM-L6-v2"
+        if precision not in ("auto", "fp32", "bf16"):
+            raise ValueError(f"precision must be auto, fp32 or bf16, got {precision!r}")
+        self.bf16 = _use_bf16(precision)
+        self.name = encoder_name(precision)
 
     def encode(self, texts: Sequence[str], progress: Callable[[int], None] | None = None) -> np.ndarray:
         import torch
@@ -61,13 +91,14 @@ class TextEncoder:
         out = np.zeros((len(texts), DIM), dtype=np.float32)
         # Sort by length so each batch pads little; write results back in input order.
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
-        with torch.inference_mode():
+        with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.bf16):
             for start in range(0, len(order), self.batch_size):
                 idx = order[start : start + self.batch_size]
                 batch = self.tokenizer([texts[i] for i in idx], padding=True, truncation=True,
                                        max_length=self.max_length, return_tensors="pt")
                 hidden = self.model(**batch).last_hidden_state  # (B, T, 384)
                 mask = batch["attention_mask"].unsqueeze(-1).to(hidden.dtype)  # (B, T, 1)
+                hidden = hidden.float()
                 pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)  # (B, 384)
                 pooled = torch.nn.functional.normalize(pooled, dim=-1)
                 out[idx] = pooled.numpy()
@@ -92,7 +123,8 @@ def encode_cached(
     """Embeddings of ``texts``, from ``cache_dir`` when this exact text list was encoded before."""
     path = None
     if cache_dir is not None:
-        path = cache_dir / "embeddings" / f"minilm-{_key('all-MiniLM-L6-v2', texts)}.npy"
+        name = encoder.name if encoder is not None else encoder_name()
+        path = cache_dir / "embeddings" / f"minilm-{_key(name, texts)}.npy"
         if path.is_file():
             cached: np.ndarray = np.load(path)
             if cached.shape == (len(texts), DIM):
