@@ -23,6 +23,8 @@ $(STAMP): pyproject.toml constraints.txt
 demo: $(STAMP)
 	$(VENV)/bin/sidekick world shopping --out $(DEMO_DIR)/world --items 20000 --force
 	$(VENV)/bin/sidekick world summary $(DEMO_DIR)/world
+	$(VENV)/bin/sidekick sid build $(DEMO_DIR)/world --out $(DEMO_DIR)/sid --force
+	$(VENV)/bin/sidekick sid explain $(DEMO_DIR)/sid sku-0000000
 
 test: $(STAMP)
 	$(PY) -m pytest -m "not slow" -q
@@ -39,6 +41,7 @@ lint: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) bench/worlds.py --quick
+	$(PY) bench/sid.py --quick
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache .mypy_cache .ruff_cache
