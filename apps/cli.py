@@ -21,6 +21,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from data_curation.errors import CurationError
 from infra.config import ConfigError, load_config
 from infra.logging import configure_logging
 from infra.recordio import RecordError
@@ -297,13 +298,42 @@ def validate(
         raise typer.Exit(code=3)
 
 
+@app.command("curate")
+def curate(
+    world: Annotated[Path, typer.Argument(help="A world directory (logs.jsonl; tasks and catalog optional).")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Curated directory (an earlier run there is resumed).")],
+    config: Annotated[Path | None, typer.Option("--config", "-c", help="YAML CurateConfig (see apps/shopping).")]
+    = None,
+    key_file: Annotated[Path | None, typer.Option(help="File with the HMAC key for pseudonyms (default: settings, "
+                                                  "then $SIDEKICK_ANONYMISE_KEY).")] = None,
+    new_key: Annotated[Path | None, typer.Option(help="Create a fresh key in this file (outside --out) and use it.")]
+    = None,
+    workers: Annotated[int | None, typer.Option(help="Worker processes (default: settings; 0 = CPU count).")] = None,
+    certainty: Annotated[Path | None, typer.Option(help="JSONL {task_id, certainty} from the probe: difficulty sets.")]
+    = None,
+    keep_fraction: Annotated[float | None, typer.Option(help="Share of deduplicated sessions to keep (0-1].")] = None,
+    force: ForceOpt = False,
+) -> None:
+    """Anonymise, filter, deduplicate, select and split a world's logs (resumable; report.html in --out)."""
+    from data_curation.config import CurateConfig
+    from data_curation.pipeline import run_curation
+
+    cfg = _config(CurateConfig, config, {}).with_overrides(
+        key_file=key_file, new_key=new_key, certainty_file=certainty, keep_fraction=keep_fraction, workers=workers)
+    if force:
+        _prepare_out(out, force)
+    with _progress(None, "curate") as advance:
+        result = run_curation(cfg, world, out, advance)
+    _report(out, {"input_lines": result.funnel["input_lines"], **result.funnel["kept"]})
+
+
 def main() -> None:
     """Entry point: known errors become one line on stderr and a non-zero exit, never a traceback."""
     try:
         app()
-    except (RecordError, ConfigError, UsageError, FileNotFoundError, NotADirectoryError) as err:
+    except (RecordError, ConfigError, UsageError, CurationError, FileNotFoundError, NotADirectoryError) as err:
         console.print(f"[red]error:[/red] {err}", highlight=False)
-        sys.exit(2 if isinstance(err, UsageError | ConfigError) else 1)
+        sys.exit(2 if isinstance(err, UsageError | ConfigError | CurationError) else 1)
 
 
 if __name__ == "__main__":

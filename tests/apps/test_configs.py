@@ -10,11 +10,13 @@ from pydantic import BaseModel
 from apps.livestream.world import LivestreamWorldConfig
 from apps.shopping.world import ShoppingWorldConfig
 from apps.travel.world import TravelWorldConfig
+from data_curation.config import CurateConfig
 from infra.config import load_config
 
 APPS = Path(__file__).resolve().parents[2] / "apps"
 MODELS: dict[str, type[BaseModel]] = {
     "livestream/world.yaml": LivestreamWorldConfig,
+    "shopping/curate.yaml": CurateConfig,
     "shopping/world.yaml": ShoppingWorldConfig,
     "travel/world.yaml": TravelWorldConfig,
 }

@@ -1,0 +1,182 @@
+"""``CurateConfig``: the one typed config of ``sidekick curate``, with a sub-model per stage.
+
+Loaded from YAML (``apps/shopping/curate.yaml``) through :func:`infra.config.load_config`; command-line
+options are applied with :meth:`CurateConfig.with_overrides`, which re-validates the whole model.
+The anonymisation key itself is never part of the config (only where to find it), so a config can be
+written into manifests and reports safely.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from infra.config import ConfigError
+from infra.recordio import format_validation_error
+
+DEFAULT_PHONE_REGIONS = ("US", "GB", "DE", "FR", "IN", "ES", "IT", "NL", "BR", "AU", "MX", "CN", "JP", "PL")
+
+
+class AnonymiseConfig(BaseModel):
+    """Pseudonyms for user ids and order ids; typed placeholders for PII in free text."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    key_file: Path | None = Field(
+        default=None,
+        description="File holding the HMAC key (at least 16 bytes of text). None = the settings' "
+        "anonymise_key_file, then the env var SIDEKICK_ANONYMISE_KEY; no key at all is an error.",
+    )
+    create_key: bool = Field(
+        default=False,
+        description="Write a fresh random key to key_file first (it must not exist and must lie outside "
+        "the output directory). Default false.",
+    )
+    phone_regions: list[str] = Field(
+        default=list(DEFAULT_PHONE_REGIONS), min_length=1,
+        description="ISO regions whose national phone formats are searched (libphonenumber); numbers "
+        "written with a +country prefix are found whatever the list.",
+    )
+
+
+class QualityConfig(BaseModel):
+    """Per-session filters on the scrubbed user text (all user turns joined) and on behaviour."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    require_text: bool = Field(
+        default=True, description="Drop sessions without user text (false for behaviour-only logs, e.g. MovieLens)."
+    )
+    min_chars: int = Field(default=4, ge=0, description="Drop user text shorter than this, in characters; 0 = off.")
+    max_chars: int = Field(default=4000, ge=0, description="Drop user text longer than this, in characters; 0 = off.")
+    gibberish: bool = Field(default=True, description="Drop keyboard mash and character noise (see quality.py).")
+    max_char_run: int = Field(default=8, ge=2, description="Gibberish: a run of this many equal characters.")
+    vowel_ratio: tuple[float, float] = Field(
+        default=(0.2, 0.75),
+        description="Gibberish: allowed share of vowels among latin letters (texts of 12+ letters).",
+    )
+    min_entropy_bits: float = Field(
+        default=2.5, ge=0, description="Gibberish: least character entropy in bits per char (texts of 16+ chars)."
+    )
+    english_only: bool = Field(
+        default=True, description="Drop text that reads as another language (stop-word votes, script share)."
+    )
+    require_outcome: bool = Field(default=False, description="Drop sessions with no cart or purchase event.")
+    label_leakage: bool = Field(
+        default=True, description="Drop sessions whose user text contains their task's target item id or exact title."
+    )
+
+
+class DedupConfig(BaseModel):
+    """Exact (normalised text + item sequence) and near-duplicate (MinHash LSH over user text) removal."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    exact: bool = Field(default=True, description="Drop sessions whose normalised user text and items repeat.")
+    near: bool = Field(default=True, description="Drop sessions whose user text is a near-duplicate of an earlier one.")
+    threshold: float = Field(default=0.8, gt=0, lt=1, description="Near-duplicate: estimated Jaccard similarity.")
+    num_perm: int = Field(default=64, ge=16, le=512, description="MinHash permutations (signature length).")
+    shingle_chars: int = Field(default=5, ge=2, le=16, description="Character shingle length over normalised text.")
+
+
+class SelectConfig(BaseModel):
+    """Diversity (embed, cluster, cap per cluster) and difficulty (external certainty scores)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    keep_fraction: float = Field(
+        default=1.0, gt=0, le=1,
+        description="Share of the sessions that reach selection (after filters and dedup) to keep; 1.0 = all "
+        "(no embedding). Works down to well under 1 %.",
+    )
+    clusters: int = Field(
+        default=0, ge=0, description="k-means clusters; 0 = auto: sqrt(candidates), at most the number kept."
+    )
+    embedder: Literal["minilm", "hashing"] = Field(
+        default="minilm",
+        description="'minilm' = all-MiniLM-L6-v2 (infra.text_encoder); 'hashing' = model-free hashed "
+        "word and character n-grams (fast; for tests and machines without the model).",
+    )
+    max_text_chars: int = Field(default=256, ge=16, description="Characters of the first user turn that are embedded.")
+    kmeans_iters: int = Field(default=20, ge=1, description="k-means iterations.")
+    cache_dir: Path | None = Field(default=None, description="Embedding cache; None = the settings' cache_dir.")
+    certainty_file: Path | None = Field(
+        default=None, description="JSONL of {task_id, certainty in [0,1]} from the training probe; None = no split."
+    )
+    certainty_threshold: float = Field(
+        default=0.5, ge=0, le=1, description="certainty >= this is high_certainty, below is low_certainty."
+    )
+
+
+class SplitConfig(BaseModel):
+    """train / val / test by user (no user in two splits), optionally with a time-based test split."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    mode: Literal["user", "time"] = Field(
+        default="user",
+        description="'user' = by a hash of the pseudonym; 'time' = test is the last test_fraction of sessions "
+        "by start time, earlier sessions of those users are dropped, the rest split by user.",
+    )
+    val_fraction: float = Field(default=0.1, ge=0, lt=1, description="Share of users (or sessions) in val.")
+    test_fraction: float = Field(
+        default=0.1, ge=0, lt=1, description="Share of users (or, in time mode, sessions) in test."
+    )
+
+    @model_validator(mode="after")
+    def _fractions(self) -> SplitConfig:
+        if self.val_fraction + self.test_fraction >= 1:
+            raise ValueError("val_fraction + test_fraction must be below 1 (train needs some users)")
+        return self
+
+
+class CurateConfig(BaseModel):
+    """Everything ``sidekick curate`` does, stage by stage."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    seed: int | None = Field(
+        default=None, ge=0, description="Seed for hashing splits, MinHash and k-means; None = settings.seed."
+    )
+    workers: int = Field(default=0, ge=0, description="Worker processes; 0 = settings.workers (0 there = CPU count).")
+    shard_mb: float = Field(
+        default=8.0, gt=0, description="Input is cut into byte ranges of about this many MiB, one task each."
+    )
+    anonymise: AnonymiseConfig = Field(default_factory=AnonymiseConfig)
+    quality: QualityConfig = Field(default_factory=QualityConfig)
+    dedup: DedupConfig = Field(default_factory=DedupConfig)
+    select: SelectConfig = Field(default_factory=SelectConfig)
+    split: SplitConfig = Field(default_factory=SplitConfig)
+
+    @property
+    def shard_bytes(self) -> int:
+        return max(1024, int(self.shard_mb * 1024 * 1024))
+
+    def with_overrides(
+        self,
+        *,
+        key_file: Path | None = None,
+        new_key: Path | None = None,
+        certainty_file: Path | None = None,
+        keep_fraction: float | None = None,
+        workers: int | None = None,
+    ) -> CurateConfig:
+        """A validated copy with the command-line options that were given (None = keep the file's value)."""
+        if key_file is not None and new_key is not None:
+            raise ConfigError("command line: pass --key-file or --new-key, not both")
+        data: dict[str, Any] = self.model_dump()
+        if key_file is not None or new_key is not None:
+            data["anonymise"]["key_file"] = key_file or new_key
+            data["anonymise"]["create_key"] = new_key is not None
+        if certainty_file is not None:
+            data["select"]["certainty_file"] = certainty_file
+        if keep_fraction is not None:
+            data["select"]["keep_fraction"] = keep_fraction
+        if workers is not None:
+            data["workers"] = workers
+        try:
+            return CurateConfig.model_validate(data)
+        except ValidationError as err:
+            raise ConfigError(f"command line: CurateConfig: {format_validation_error(err)}") from err

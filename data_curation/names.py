@@ -1,0 +1,173 @@
+"""Person names in free text without a model: cue phrases, capitalised tokens and shipped name lists.
+
+A *run* is a sequence of capitalised words joined by single spaces (name particles such as "van",
+"de", "al" may sit inside). A run is a name when
+
+- a **strong cue** precedes it ("my name is", "this is", "I'm", "send it to", "Mr", "Regards,", an
+  em dash sign-off "—Maria") and it has two or more words, or one word that is a known name or is
+  followed by punctuation or the end of the text ("This is Summit gear" is not a name);
+- a **greeting cue** precedes it ("Hi", "Dear", "Thanks,") and it starts with a known first name;
+- no cue, but it holds a known first name followed by a known surname ("(John Smith)").
+
+Known names come from ``data/first_names.txt`` and ``data/surnames.txt`` (hand-compiled, several
+hundred each across cultures). Brand words that happen to be first names ("Jasper", "Willow") are
+only taken for names after a strong cue and when they stand alone, which is what keeps precision
+on product text high. After a strong cue a name written in lower case is also found when its words
+are known names ("my name is lena chen").
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+
+
+def _words(text: str) -> frozenset[str]:
+    return frozenset(text.split())
+
+
+_TOKEN = re.compile(r"[^\W\d_]+(?:['’\-][^\W\d_]+)*")
+_PARTICLES = frozenset({"van", "von", "de", "da", "di", "del", "della", "der", "den", "du", "la", "le", "bin",
+                        "ibn", "al", "el", "dos", "das", "ter", "ten", "y"})
+# Words that start sentences or follow cues in capitals but are not names (compared case-folded).
+_NOT_NAMES = _words("""
+a an the this that these those my your our their his her its i we you they he she it me us them i'm it's hi
+hello hey dear thanks thank regards cheers best please yes no ok okay sorry sure great good fine well just
+also very so really still not here there now then today tomorrow yesterday soon again back new looking
+searching trying going interested ready happy glad calling writing hoping wondering buying shopping ordering
+returning planning done need want would could should can will may might must shall do does did is are was were
+be been am has have had what which who whom whose when where why how if but and or for to from with without
+about into onto over under after before at by on in of off out up down any some every all both each few more
+most other such only own same than too send ship deliver call email phone contact order address name street
+road avenue lane drive court mr mrs ms miss mx dr prof sir madam monday tuesday wednesday thursday friday
+saturday sunday january february march april june july august september october november december christmas
+easter
+""")
+_STRONG = re.compile(
+    r"(?:\bmy name is|\bname is|\bname's|\bname:|\bthis is|\bit's|\bit is|\bi'm|\bi am|\bim|\bcall me|"
+    r"\b(?:send|ship|deliver|post|mail)(?: it| them| this| that| the parcel| the package)? to|\baddressed to|"
+    r"\battn:?|\battention:?|\bc/o|\bregards,?|\bsincerely,?|\bsigned,?|\bask for|\bspeak to|\bnamed|"
+    r"\bcalled|\bmr\.?|\bmrs\.?|\bms\.?|\bmiss|\bdr\.?|\bprof\.?|\bfrom:|\bto:|\bcustomer:|[—–]|--)\s*$"
+)
+_GREETING = re.compile(
+    r"(?:\bhi|\bhello|\bhey|\bdear|\bthanks|\bthank you|\bcheers|\bbest|\blove|\bxoxo|\bbye)[,!]?\s*$"
+)
+_BOUNDARY = re.compile(r"\s*(?:[.,;:!?)\]}\"'’”/]|$|\n)")
+
+
+@lru_cache(maxsize=2)
+def _load(name: str) -> frozenset[str]:
+    text = resources.files("data_curation").joinpath("data", name).read_text(encoding="utf-8")
+    words = (w for line in text.splitlines() if not line.startswith("#") for w in line.split())
+    return frozenset(w.casefold() for w in words)
+
+
+def first_names() -> frozenset[str]:
+    return _load("first_names.txt")
+
+
+def surnames() -> frozenset[str]:
+    return _load("surnames.txt")
+
+
+@dataclass(frozen=True)
+class _Tok:
+    start: int
+    end: int
+    text: str
+
+    @property
+    def key(self) -> str:
+        """Case-folded, without a possessive "'s" (so "Hannah's" looks up "hannah")."""
+        k = self.text.casefold().replace("’", "'")
+        return k[:-2] if k.endswith("'s") else k
+
+    @property
+    def titled(self) -> bool:
+        t = self.text
+        return t[0].isupper() and not (len(t) > 1 and t.isupper())
+
+
+class NameFinder:
+    """``find(text) -> [(start, end), …]`` spans of person names."""
+
+    def __init__(self, first: frozenset[str] | None = None, last: frozenset[str] | None = None) -> None:
+        self.first = first if first is not None else first_names()
+        self.last = last if last is not None else surnames()
+        self.known = self.first | self.last
+
+    def find(self, text: str) -> list[tuple[int, int]]:
+        toks = [_Tok(m.start(), m.end(), m.group()) for m in _TOKEN.finditer(text)]
+        spans: list[tuple[int, int]] = []
+        i = 0
+        while i < len(toks):
+            j = self._run_end(text, toks, i)
+            if j == i:
+                i += 1
+                continue
+            span = self._judge(text, toks[i:j])
+            if span is not None:
+                spans.append(span)
+            i = j
+        return spans
+
+    def _name_shaped(self, text: str, toks: list[_Tok], k: int, first_in_run: bool) -> bool:
+        tok = toks[k]
+        if tok.titled:
+            return True
+        # A lower-case name right after a strong cue ("my name is lena chen").
+        if tok.key not in self.known or tok.key in _NOT_NAMES:
+            return False
+        if first_in_run:
+            return bool(_STRONG.search(text[max(0, tok.start - 40) : tok.start].casefold()))
+        return not toks[k - 1].titled
+
+    def _run_end(self, text: str, toks: list[_Tok], i: int) -> int:
+        """End (exclusive) of the run starting at toks[i]; i when toks[i] cannot start one."""
+        if not self._name_shaped(text, toks, i, True):
+            return i
+        j = i + 1
+        while j < len(toks) and j - i < 6:
+            gap = text[toks[j - 1].end : toks[j].start]
+            if gap != " ":
+                break
+            if toks[j].key in _PARTICLES and j + 1 < len(toks) and toks[j + 1].titled \
+                    and text[toks[j].end : toks[j + 1].start] == " ":
+                j += 2
+                continue
+            if not self._name_shaped(text, toks, j, False):
+                break
+            j += 1
+        return j
+
+    def _judge(self, text: str, run: list[_Tok]) -> tuple[int, int] | None:
+        while run and run[0].key in _NOT_NAMES:
+            run = run[1:]
+        while run and (run[-1].key in _NOT_NAMES or run[-1].key in _PARTICLES):
+            run = run[:-1]
+        if not run:
+            return None
+        run = run[:4]
+        before = text[max(0, run[0].start - 40) : run[0].start].casefold().replace("’", "'")
+        after_boundary = bool(_BOUNDARY.match(text, run[-1].end))
+        keys = [t.key for t in run if t.key not in _PARTICLES]
+        end = run[-1].end - (2 if run[-1].text[-2:] in ("'s", "’s") else 0)  # "Hannah's" -> "Hannah"
+        if _STRONG.search(before):
+            if len(keys) >= 2 or keys[0] in self.known or after_boundary:
+                return run[0].start, end
+            return None
+        if _GREETING.search(before) and keys[0] in self.first and (len(keys) >= 2 or after_boundary):
+            return run[0].start, end
+        return self._pair(run)
+
+    def _pair(self, run: list[_Tok]) -> tuple[int, int] | None:
+        """A known first name followed by a known surname (and any further surnames)."""
+        for a in range(len(run) - 1):
+            if run[a].key in self.first and run[a].titled and run[a + 1].key in self.last and run[a + 1].titled:
+                b = a + 2
+                while b < len(run) and (run[b].key in self.last or run[b].key in _PARTICLES):
+                    b += 1
+                return run[a].start, run[b - 1].end
+        return None

@@ -1,0 +1,315 @@
+"""Find PII in free text and replace it with typed placeholders (``<EMAIL>``, ``<PHONE>``, ``<NAME>``…).
+
+Detectors, one per type, each built for precision first and then recall:
+
+- ``EMAIL``: RFC-shaped addresses (plus tags, sub-domains) and the ``name [at] host [dot] com`` form;
+- ``IBAN``: country code + check digits + 11-30 alphanumerics, accepted only if the ISO 7064 mod-97
+  check passes;
+- ``CARD``: 13-19 digits written whole or in card groupings (4-4-4-4, 4-6-5, …) that pass Luhn;
+- ``IP``: dotted-quad IPv4 with octets <= 255; IPv6 validated by :mod:`ipaddress`;
+- ``ORDER_ID``: Amazon-style ``123-1234567-1234567``, prefixed ids (``ORD-2024-123456``, ``PO12345``),
+  ``#`` codes, and any id-shaped token right after "order / confirmation / tracking / invoice (no.)";
+- ``NATIONAL_ID``: US SSN, UK National Insurance numbers, and id-shaped tokens after "SSN / passport /
+  national id / tax id / Aadhaar / DNI / BSN …";
+- ``ADDRESS``: a house number + street words + a street type (US/UK, with flat/apt, city, state + ZIP
+  or UK postcode), German ``…straße 12, 10115 Berlin`` forms, French/Spanish/Italian ``12 rue …`` /
+  ``Via Roma 5``, US ``City, ST 12345``, PO boxes, and post codes after "zip / postcode";
+- ``PHONE``: :class:`phonenumbers.PhoneNumberMatcher` over several regions (numbers valid in a region's
+  plan), plus merely *possible* numbers that carry a ``+`` prefix or follow a phone cue ("call", "tel");
+- ``NAME``: :mod:`data_curation.names` (cue phrases, capitalised runs, shipped name lists).
+
+Overlaps are resolved by type rank (the order of :data:`PII_TYPES`), then by length: an IBAN is not
+also a phone number, a house number is not a phone number. Non-PII numbers (prices, sizes, years,
+quantities, model numbers) match none of these shapes and survive.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+
+from phonenumbers import Leniency, PhoneNumberMatcher
+
+from data_curation.names import NameFinder
+
+PII_TYPES: tuple[str, ...] = ("EMAIL", "IBAN", "CARD", "IP", "ORDER_ID", "NATIONAL_ID", "ADDRESS", "PHONE", "NAME")
+"""Every type the scrubber knows, in overlap-priority order."""
+PLACEHOLDERS: dict[str, str] = {t: f"<{t}>" for t in PII_TYPES}
+_RANK = {t: i for i, t in enumerate(PII_TYPES)}
+
+
+@dataclass(frozen=True, order=True)
+class Detection:
+    """One PII span in the original text: ``text[start:end]`` is of ``type``."""
+
+    start: int
+    end: int
+    type: str
+
+
+# -- structured types ----------------------------------------------------------------------------
+_EMAIL = re.compile(
+    r"(?<![\w.%+'-])[\w][\w.%+'-]*@(?:[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?\.)+[A-Za-z]{2,24}(?![\w-])"
+    r"|(?<![\w.+-])[\w.+-]+\s*[\[(]at[\])]\s*[\w-]+(?:\s*[\[(]dot[\])]\s*[\w-]+)+"
+)
+_IBAN = re.compile(r"\b[A-Z]{2}\d{2}(?: ?[A-Z0-9]){11,30}\b")
+_CARD = re.compile(r"(?<![\w.,-])\d(?:[ -]?\d){12,22}(?![\w-])")
+_OCTET = r"(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)"
+_IPV4 = re.compile(rf"(?<![\w.])(?:{_OCTET}\.){{3}}{_OCTET}(?!\w|\.\d)")
+_IPV6 = re.compile(r"(?<![\w:.])(?:[0-9A-Fa-f]{0,4}:){2,7}(?:[0-9A-Fa-f]{1,4}|(?:\d{1,3}\.){3}\d{1,3})?(?![\w:])")
+_VERSION_CUE = re.compile(r"(?i)\b(?:version|ver\.?|v\.?|release|firmware|build)\s*$")
+_ORDER = re.compile(
+    r"\b\d{3}-\d{7}-\d{7}\b"
+    r"|\b(?:ORD|ORDER|PO|INV|SO|RMA|RET|TXN|REF|CONF|TRK)(?:[-_#:]?[A-Z0-9]{2,14}){1,3}\b"
+    r"|(?<![\w#])#[A-Z0-9]{6,14}\b"
+)
+_ORDER_CUE = re.compile(
+    r"(?i:\b(?:order|confirmation|tracking|invoice|booking|reference|ref)(?:\s+(?:no\.?|nr\.?|number|num|id|code|#))?)"
+    r"\s*[:#]?\s*(?P<id>#?[A-Za-z0-9][A-Za-z0-9-]{4,30})\b"
+)
+_ORDER_CONTEXT = re.compile(r"(?i)\b(?:order|confirmation|tracking|invoice|booking|ref)\b")
+_SSN = re.compile(r"\b(?!000|666|9\d\d)\d{3}-(?!00)\d{2}-(?!0000)\d{4}\b")
+_NINO = re.compile(r"\b(?!BG|GB|NK|KN|TN|NT|ZZ)[A-CEGHJ-PR-TW-Z][A-CEGHJ-NPR-TW-Z] ?\d{2} ?\d{2} ?\d{2} ?[A-D]\b")
+_ID_CUE = re.compile(
+    r"(?i:\b(?:ssn|social security(?: number| no\.?)?|passport(?: number| no\.?)?|national id(?: number)?|"
+    r"id (?:number|no\.?)|tax id|tin|steuer-?id|personalausweis(?:nummer)?|aadhaar|pan|dni|nie|nif|bsn|"
+    r"personnummer|cpf|curp|nino|ni number)\s*(?:is|:|#)?\s*)"
+    r"(?P<id>[A-Z0-9](?:[A-Z0-9.-]| (?=[A-Z0-9])){4,24}[A-Z0-9])\b"
+)
+
+# -- addresses -----------------------------------------------------------------------------------
+_STATES = (
+    "AL|AK|AZ|AR|CA|CO|CT|DE|FL|GA|HI|ID|IL|IN|IA|KS|KY|LA|ME|MD|MA|MI|MN|MS|MO|MT|NE|NV|NH|NJ|NM|NY|NC|ND|OH|"
+    "OK|OR|PA|RI|SC|SD|TN|TX|UT|VT|VA|WA|WV|WI|WY|DC"
+)
+_ST_TYPES = (
+    r"(?:Street|St|Avenue|Ave|Road|Rd|Boulevard|Blvd|Lane|Ln|Drive|Dr|Court|Ct|Way|Place|Pl|Terrace|Ter|"
+    r"Circle|Cir|Parkway|Pkwy|Highway|Hwy|Square|Sq|Crescent|Cres|Close|Grove|Gardens|Gdns|Mews|Trail|Trl|"
+    r"Alley|Plaza|Pike|Parade|Esplanade|Quay|Wharf)\.?"
+)
+_CAPWORD = r"[A-Z][\w'’.-]*"
+_CITY = r"[A-ZÀ-Þ][a-zß-ÿ'’.-]+(?:[ -][A-ZÀ-Þ][a-zß-ÿ'’.-]+){0,2}"
+_UNIT = r"(?:Apt\.?|Apartment|Suite|Ste\.?|Unit|Flat|Floor|Fl\.?|Room|Rm\.?|#)\s*[A-Za-z0-9-]{1,6}"
+_ZIP = r"\d{5}(?:-\d{4})?"
+_UKPC = r"[A-Z]{1,2}\d[A-Z\d]?\s?\d[ABD-HJLNP-UW-Z]{2}"
+_DE_PLZ_CITY = rf"\d{{4,5}}\s+{_CITY}"
+_ADDRESS = re.compile(
+    "|".join((
+        # US / UK: [Flat 3, ]221B Baker Street[, Apt 5][, City][, ST 12345 | NW1 6XE | 12345]
+        rf"(?:{_UNIT},?\s+)?\b\d{{1,6}}[A-Za-z]?(?:-\d{{1,4}})?\s+(?:(?:N|S|E|W|NE|NW|SE|SW|North|South|East|West)\.?\s+)?"
+        rf"(?:{_CAPWORD}\s+){{1,4}}?{_ST_TYPES}(?![\w])(?:\s+(?:N|S|E|W|NE|NW|SE|SW)\b)?(?:,?\s+{_UNIT})?(?:,\s*{_CITY})?"
+        rf"(?:,?\s+(?:{_STATES})\s+{_ZIP}\b|,?\s+{_UKPC}\b|,?\s+{_ZIP}\b)?",
+        # German / Austrian / Swiss: Hauptstraße 12a, 10115 Berlin | Berliner Straße 5
+        rf"\b(?:[A-ZÄÖÜ][\wäöüß-]*(?:straße|strasse|str\.|weg|allee|platz|gasse|ring|damm|ufer|chaussee|steig|pfad)"
+        rf"|[A-ZÄÖÜ][\wäöüß-]+\s+(?:Straße|Strasse|Str\.|Weg|Allee|Platz|Gasse|Ring|Damm))"
+        rf"\s+\d{{1,4}}\s?[a-zA-Z]?(?![\w])(?:,?\s+{_DE_PLZ_CITY})?",
+        # French: 12 bis rue de la Paix, 75002 Paris
+        rf"\b\d{{1,4}}(?:\s?(?:bis|ter))?,?\s+(?:rue|avenue|av\.|boulevard|bd|place|chemin|allée|impasse|quai|route|cours)"
+        rf"\s+(?:(?:de|du|des|la|le|l'|d')\s*)*[A-Z][\w'’-]+(?:\s+[A-Z][\w'’-]+)*(?:,?\s+\d{{5}}\s+{_CITY})?",
+        # Spanish / Italian / Portuguese: Calle Mayor 5, 28013 Madrid | Via Roma 12
+        rf"\b(?:Calle|Avenida|Av\.|Plaza|Paseo|Via|Viale|Piazza|Corso|Rua|Travessa)\s+"
+        rf"(?:(?:de|del|la|las|los|da|do|dos|della|di)\s+)*[A-Z][\w'’-]+(?:\s+[A-Z][\w'’-]+)*,?\s+\d{{1,4}}[a-zA-Z]?"
+        rf"(?![\w])(?:,?\s+{_DE_PLZ_CITY})?",
+        # US city, state and ZIP on their own; PO boxes
+        rf"\b{_CITY},\s*(?:{_STATES})\s+{_ZIP}\b",
+        rf"\b(?:P\.?\s?O\.?\s?Box|Post Office Box)\s+\d{{1,8}}\b(?:,\s*{_CITY})?(?:,?\s+(?:{_STATES})\s+{_ZIP}\b)?",
+    ))
+)
+_POSTCODE_CUE = re.compile(
+    rf"(?i:\b(?:zip(?: code)?|postcode|post code|postal code|plz)\s*[:#]?\s*)(?P<id>{_ZIP}|{_UKPC}|\d{{4,5}})\b"
+)
+_PHONE_CANDIDATE = re.compile(r"(?<![\w+])(?:\+\s?)?\(?\d(?:[\d().\-/]|[ \t](?=[\d(+]))*\d\)?")
+_PHONE_CUE = re.compile(r"(?i)\b(?:call|phone|tel|telephone|mobile|cell|number|whatsapp|text me|reach me|fax|ring)\b")
+
+
+def luhn_ok(digits: str) -> bool:
+    total = 0
+    for i, ch in enumerate(reversed(digits)):
+        d = ord(ch) - 48
+        if i % 2 == 1:
+            d = d * 2 - 9 if d > 4 else d * 2
+        total += d
+    return total % 10 == 0
+
+
+def iban_ok(compact: str) -> bool:
+    """ISO 13616 IBAN check: move the first four characters to the end, letters to numbers, mod 97 == 1."""
+    if not 15 <= len(compact) <= 34:
+        return False
+    moved = compact[4:] + compact[:4]
+    return int("".join(str(int(c, 36)) for c in moved)) % 97 == 1
+
+
+def _iban(text: str) -> Iterator[Detection]:
+    for m in _IBAN.finditer(text):
+        raw = m.group()
+        # Try the longest prefix first: a following all-caps word may have been swallowed.
+        for end in range(len(raw), 14, -1):
+            if raw[end - 1] != " " and iban_ok(raw[:end].replace(" ", "")) and (end == len(raw) or raw[end] == " "):
+                yield Detection(m.start(), m.start() + end, "IBAN")
+                break
+
+
+def _card_shape(groups: list[str]) -> bool:
+    lens = [len(g) for g in groups]
+    if len(lens) == 1:
+        return True
+    return (all(n == 4 for n in lens[:-1]) and 1 <= lens[-1] <= 4) or lens in ([4, 6, 5], [4, 6, 4])
+
+
+def _cards(text: str) -> Iterator[Detection]:
+    for m in _CARD.finditer(text):
+        raw = m.group()
+        seps = set(re.findall(r"[ -]", raw))
+        if len(seps) > 1:
+            continue
+        groups = re.split(r"[ -]", raw)
+        # Longest run of groups first, so a number followed by a year or a count is still found.
+        for n in range(len(groups), 0, -1):
+            digits = "".join(groups[:n])
+            if 13 <= len(digits) <= 19 and _card_shape(groups[:n]) and luhn_ok(digits):
+                yield Detection(m.start(), m.start() + len(" ".join(groups[:n])), "CARD")
+                break
+
+
+def _ips(text: str) -> Iterator[Detection]:
+    for m in _IPV4.finditer(text):
+        if not _VERSION_CUE.search(text, max(0, m.start() - 12), m.start()):
+            yield Detection(m.start(), m.end(), "IP")
+    if text.count(":") >= 2:
+        for m in _IPV6.finditer(text):
+            try:
+                ipaddress.IPv6Address(m.group())
+            except ValueError:
+                continue
+            yield Detection(m.start(), m.end(), "IP")
+
+
+def _order_ids(text: str) -> Iterator[Detection]:
+    for m in _ORDER.finditer(text):
+        raw = m.group()
+        if raw.startswith("#"):
+            if any(c.isdigit() for c in raw) or _ORDER_CONTEXT.search(text, max(0, m.start() - 40), m.start()):
+                yield Detection(m.start(), m.end(), "ORDER_ID")
+        elif sum(c.isdigit() for c in raw) >= 5:
+            yield Detection(m.start(), m.end(), "ORDER_ID")
+    for m in _ORDER_CUE.finditer(text):
+        token = m.group("id")
+        digits = sum(c.isdigit() for c in token)
+        if digits >= 4 or (digits >= 1 and token.lstrip("#").isupper() and len(token) >= 6) or token.startswith("#"):
+            yield Detection(m.start("id"), m.end("id"), "ORDER_ID")
+
+
+def _national_ids(text: str) -> Iterator[Detection]:
+    for rx in (_SSN, _NINO):
+        for m in rx.finditer(text):
+            yield Detection(m.start(), m.end(), "NATIONAL_ID")
+    for m in _ID_CUE.finditer(text):
+        if sum(c.isdigit() for c in m.group("id")) >= 5:
+            yield Detection(m.start("id"), m.end("id"), "NATIONAL_ID")
+
+
+def _addresses(text: str) -> Iterator[Detection]:
+    for m in _ADDRESS.finditer(text):
+        yield Detection(m.start(), m.end(), "ADDRESS")
+    for m in _POSTCODE_CUE.finditer(text):
+        yield Detection(m.start("id"), m.end("id"), "ADDRESS")
+
+
+class PhoneFinder:
+    """Phone numbers via libphonenumber: valid in one of ``regions``, or possible with ``+``/a cue.
+
+    The matcher runs only on digit runs that could be a phone number (7+ digits, phone punctuation)
+    and not already taken by a higher-ranked type; regions are tried in order until the run's
+    digits are explained, so a typical number costs one or two parses.
+    """
+
+    def __init__(self, regions: Sequence[str]) -> None:
+        self.regions = tuple(regions)
+
+    def find(self, text: str, taken: Sequence[Detection] = ()) -> Iterator[Detection]:
+        for cand in _PHONE_CANDIDATE.finditer(text):
+            digits = sum(c.isdigit() for c in cand.group())
+            if digits < 7 or any(cand.start() < t.end and cand.end() > t.start for t in taken):
+                continue
+            yield from self._match(text, cand.start(), cand.end(), digits)
+
+    def _match(self, text: str, start: int, end: int, digits: int) -> Iterator[Detection]:
+        sub = text[start:end]
+        spans: set[tuple[int, int]] = set()
+        if "+" in sub:
+            # International form: the country code says the plan; a possible number is enough
+            # ("+44 7667 445676" is outside the assigned ranges but is still somebody's phone).
+            spans.update((m.start, m.end) for m in PhoneNumberMatcher(sub, None, leniency=Leniency.POSSIBLE)
+                         if sum(c.isdigit() for c in m.raw_string) >= 8)
+        if not spans:
+            for region in self.regions:
+                spans.update((m.start, m.end) for m in PhoneNumberMatcher(sub, region, leniency=Leniency.VALID))
+                if sum(c.isdigit() for s, e in spans for c in sub[s:e]) >= digits - 2:
+                    break
+        if not spans and digits >= 9 and _PHONE_CUE.search(text, max(0, start - 30), start):
+            spans.update((m.start, m.end) for m in PhoneNumberMatcher(sub, self.regions[0], leniency=Leniency.POSSIBLE)
+                         if sum(c.isdigit() for c in m.raw_string) >= 9)
+        for s, e in spans:
+            yield Detection(start + s, start + e, "PHONE")
+
+
+def resolve(candidates: Iterable[Detection]) -> list[Detection]:
+    """Non-overlapping detections: higher-ranked types first, then longer spans; sorted by position."""
+    accepted: list[Detection] = []
+    for d in sorted(set(candidates), key=lambda d: (_RANK[d.type], d.start - d.end, d.start)):
+        if d.end > d.start and all(d.end <= a.start or d.start >= a.end for a in accepted):
+            accepted.append(d)
+    return sorted(accepted)
+
+
+class Scrubber:
+    """``scrub(text) -> (scrubbed, detections)``; detections are in the original text's coordinates.
+
+    Results are memoised for up to ``cache_size`` distinct texts (logs repeat canned assistant replies
+    and popular requests); the cache is dropped whole when full, so memory stays bounded.
+    """
+
+    def __init__(self, phone_regions: Sequence[str], names: NameFinder | None = None, cache_size: int = 50_000) -> None:
+        self.phones = PhoneFinder(phone_regions)
+        self.names = names or NameFinder()
+        self.cache_size = cache_size
+        self._cache: dict[str, tuple[str, list[Detection]]] = {}
+
+    def detect(self, text: str) -> list[Detection]:
+        if not text:
+            return []
+        found: list[Detection] = [Detection(m.start(), m.end(), "EMAIL") for m in _EMAIL.finditer(text)]
+        if any(c.isdigit() for c in text):
+            for detector in (_iban, _cards, _ips, _order_ids, _national_ids, _addresses):
+                found.extend(detector(text))
+            found = resolve(found)
+            found.extend(self.phones.find(text, found))
+        elif "#" in text:
+            found.extend(_order_ids(text))
+        found.extend(Detection(s, e, "NAME") for s, e in self.names.find(text))
+        return resolve(found)
+
+    def scrub(self, text: str) -> tuple[str, list[Detection]]:
+        hit = self._cache.get(text)
+        if hit is None:
+            hit = self._scrub(text)
+            if len(self._cache) >= self.cache_size:
+                self._cache.clear()
+            self._cache[text] = hit
+        return hit[0], list(hit[1])
+
+    def _scrub(self, text: str) -> tuple[str, list[Detection]]:
+        found = self.detect(text)
+        if not found:
+            return text, found
+        parts = []
+        pos = 0
+        for d in found:
+            parts.append(text[pos : d.start])
+            parts.append(PLACEHOLDERS[d.type])
+            pos = d.end
+        parts.append(text[pos:])
+        return "".join(parts), found
