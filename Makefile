@@ -26,7 +26,11 @@ $(STAMP): pyproject.toml constraints.txt
 demo: $(STAMP)
 	$(VENV)/bin/sidekick world shopping --out $(DEMO_DIR)/world --items 20000 --force
 	$(VENV)/bin/sidekick world summary $(DEMO_DIR)/world
-	$(VENV)/bin/sidekick sid build $(DEMO_DIR)/world --out $(DEMO_DIR)/sid --force
+	@# The anonymisation key lives outside the curated output; one is made on the first run.
+	@test -f $(DEMO_DIR)/anonymise.key || $(PY) -c "import secrets; print(secrets.token_hex(32))" > $(DEMO_DIR)/anonymise.key
+	$(VENV)/bin/sidekick curate $(DEMO_DIR)/world --out $(DEMO_DIR)/curated --config apps/shopping/curate.yaml \
+		--key-file $(DEMO_DIR)/anonymise.key --force
+	$(VENV)/bin/sidekick sid build $(DEMO_DIR)/curated --out $(DEMO_DIR)/sid --force
 	$(VENV)/bin/sidekick sid explain $(DEMO_DIR)/sid sku-0000000
 
 test: $(STAMP)
@@ -45,6 +49,7 @@ lint: $(STAMP)
 bench: $(STAMP)
 	$(PY) bench/worlds.py --quick
 	$(PY) bench/sid.py --quick
+	$(PY) bench/curation.py --quick
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache .mypy_cache .ruff_cache
