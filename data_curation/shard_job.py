@@ -29,7 +29,7 @@ import numpy as np
 from data_curation.config import CurateConfig
 from data_curation.processor import SessionProcessor, user_key
 from data_curation.pseudonym import Pseudonymiser
-from data_curation.shards import Shard, ShardReader
+from data_curation.shards import Shard, shard_reader
 from infra.recordio import RecordWriter
 
 
@@ -80,7 +80,7 @@ def run_shard_job(job: ShardJob) -> dict[str, Any]:
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     proc = SessionProcessor(job.config, job.pseudonymiser, job.seed, _load_leakage(job.leakage_file))
-    reader = ShardReader(job.logs, job.shard, quarantine=tmp / "quarantine.jsonl")
+    reader = shard_reader(job.logs, job.shard, quarantine=tmp / "quarantine.jsonl")
     cols = _Columns()
     dropped: Counter[str] = Counter()
     placeholders: Counter[str] = Counter()

@@ -51,12 +51,12 @@ from data_curation.select import (
     pick,
     water_fill,
 )
-from data_curation.shards import ContentFreeReader, Shard, plan_shards
+from data_curation.shards import Shard, plan_shards
 from data_curation.split import SPLITS, assign_splits, splitmix64
 from data_curation.stagedir import StageDir, fingerprint
 from harness.tasks import Message, Task
 from infra.layout import CATALOG_FILE, LOGS_FILE, TASKS_FILE
-from infra.recordio import RecordWriter
+from infra.recordio import RecordReader, RecordWriter
 
 Progress = Callable[[int], None]
 _EMPTY_SIG = np.iinfo(np.uint32).max
@@ -146,8 +146,8 @@ class PrepareStage(_Stage):
             if path is None:
                 return targets, {"tasks": 0, "tasks_quarantined": 0}
             scrubber = Scrubber(self.ctx.cfg.anonymise.phone_regions)
-            reader = ContentFreeReader(path, Task, skip_bad=True, quarantine=self.path / "quarantine.jsonl",
-                                       allow_empty=True)
+            reader = RecordReader(path, Task, skip_bad=True, quarantine=self.path / "quarantine.jsonl",
+                                  allow_empty=True, quarantine_content=False)
             for task in reader:
                 messages = []
                 for m in task.messages:

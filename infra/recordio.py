@@ -118,13 +118,25 @@ class RecordReader(Generic[M]):
         quarantine: Path | str | None = None,
         allow_empty: bool = False,
         max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+        byte_range: tuple[int, int] | None = None,
+        first_line: int = 1,
+        quarantine_content: bool = True,
     ) -> None:
+        """``byte_range=(start, end)`` reads only the JSONL lines starting in ``[start, end)`` (a shard;
+        ``start`` must be a line start) and numbers them from ``first_line``. ``quarantine_content=False``
+        keeps raw text and quoted values out of quarantine entries (for input that may hold unscrubbed
+        PII); the byte offset and length still point at the record."""
         self.path = Path(path)
         self.model = model
         self.skip_bad = skip_bad
         self.allow_empty = allow_empty
         self.max_line_bytes = max_line_bytes
         self.format = file_format(self.path)
+        if byte_range is not None and self.format != "jsonl":
+            raise RecordError(self.path, None, "byte ranges (shards) need a JSONL file")
+        self.byte_range = byte_range
+        self.first_line = first_line
+        self.quarantine_content = quarantine_content
         if skip_bad and quarantine is None:
             quarantine = self.path.with_name(self.path.name + ".quarantine.jsonl")
         self.quarantine_path = Path(quarantine) if quarantine is not None else None
@@ -193,17 +205,22 @@ class RecordReader(Generic[M]):
         if bad.offset is not None:
             entry["offset"] = bad.offset
             entry["length"] = bad.length
-        if bad.raw is not None:
+        if bad.raw is not None and self.quarantine_content:
             entry["raw"] = bad.raw
+        if not self.quarantine_content:  # messages quote the offending value ("… (got '…')"): drop it
+            parts = str(entry["reason"]).split("; field '")
+            entry["reason"] = "; field '".join(p.split(" (got ", 1)[0] for p in parts)
         return entry
 
     # -- JSONL -----------------------------------------------------------------------------------
     def _jsonl_rows(self) -> Iterator[tuple[int, Any, _Bad | None]]:
         limit = self.max_line_bytes
+        start_at, end_at = self.byte_range or (0, None)
         with self.path.open("rb") as f:
-            offset = 0
-            lineno = 0
-            while True:
+            f.seek(start_at)
+            offset = start_at
+            lineno = self.first_line - 1
+            while end_at is None or offset < end_at:
                 chunk = f.readline(limit + 1)
                 if not chunk:
                     return

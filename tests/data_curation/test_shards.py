@@ -9,7 +9,7 @@ import itertools
 import json
 from pathlib import Path
 
-from data_curation.shards import ShardReader, plan_shards
+from data_curation.shards import plan_shards, shard_reader
 
 
 def _session(i: int) -> str:
@@ -25,7 +25,7 @@ def test_shards_cover_every_line_once(tmp_path: Path) -> None:
         shards = plan_shards(path, size)
         assert shards[0].start == 0 and shards[-1].end == path.stat().st_size
         assert all(a.end == b.start for a, b in itertools.pairwise(shards))
-        ids = [s.session_id for sh in shards for s in ShardReader(path, sh, tmp_path / f"q{size}.jsonl")]
+        ids = [s.session_id for sh in shards for s in shard_reader(path, sh, tmp_path / f"q{size}.jsonl")]
         assert ids == [f"s{i}" for i in range(50)]
         firsts = [sh.first_line for sh in shards]
         assert firsts[0] == 1 and firsts == sorted(set(firsts))
@@ -43,7 +43,7 @@ def test_bad_lines_are_quarantined_without_their_content(tmp_path: Path) -> None
     assert len(shards) > 1
     good = []
     for sh in shards:
-        reader = ShardReader(path, sh, q)
+        reader = shard_reader(path, sh, q)
         good += [s.session_id for s in reader]
     assert good == ["s0", "s1", "s3"]
     entries = [json.loads(line) for line in q.read_text().splitlines()]

@@ -209,3 +209,27 @@ def test_writer_is_atomic(tmp_path: Path, items: list[Item]) -> None:
         write_records(path, boom(), Item)  # type: ignore[arg-type]
     assert path.read_bytes() == before
     assert not (tmp_path / "catalog.jsonl.tmp").exists()
+
+
+def test_byte_range_reads_one_shard_with_global_line_numbers(tmp_path: Path) -> None:
+    lines = [GOOD.replace("x1", f"x{i}") for i in range(6)]
+    lines[4] = "{bad"
+    path = _write_lines(tmp_path / "catalog.jsonl", lines)
+    starts = [0]
+    for line in lines:
+        starts.append(starts[-1] + len(line) + 1)
+    q = tmp_path / "q.jsonl"
+    reader = RecordReader(path, Item, skip_bad=True, quarantine=q, byte_range=(starts[3], starts[6]), first_line=4,
+                          quarantine_content=False)
+    assert [i.item_id for i in reader] == ["x3", "x5"]
+    entry = json.loads(q.read_text())
+    assert entry["line"] == 5 and entry["offset"] == starts[4] and "raw" not in entry
+
+
+def test_content_free_quarantine_drops_quoted_values(tmp_path: Path) -> None:
+    secret = json.dumps({"item_id": "x2", "title": "B", "category_path": ["c"], "price": "call 555-0100"})
+    path = _write_lines(tmp_path / "catalog.jsonl", [GOOD, secret])
+    q = tmp_path / "q.jsonl"
+    assert len(list(RecordReader(path, Item, skip_bad=True, quarantine=q, quarantine_content=False))) == 1
+    text = q.read_text()
+    assert "555-0100" not in text and "field 'price'" in text
