@@ -91,7 +91,8 @@ class TextEncoder:
         out = np.zeros((len(texts), DIM), dtype=np.float32)
         # Sort by length so each batch pads little; write results back in input order.
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
-        with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.bf16):
+        # no_grad, not inference_mode: under inference_mode autocast re-casts every weight at every call.
+        with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.bf16):
             for start in range(0, len(order), self.batch_size):
                 idx = order[start : start + self.batch_size]
                 batch = self.tokenizer([texts[i] for i in idx], padding=True, truncation=True,
