@@ -274,6 +274,54 @@ def sid_update(
     _report(sid_dir, counts)
 
 
+train_app = typer.Typer(help="Train agents: supervised fine-tuning (SFT).", no_args_is_help=True)
+app.add_typer(train_app, name="train")
+
+
+@contextmanager
+def _train_progress() -> Iterator[Callable[[Any], None]]:
+    """A step bar showing loss and tokens/s; the callback takes a ``training.sft.TrainProgress``."""
+    columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+               TextColumn("{task.fields[stats]}"))
+    with Progress(*columns, console=console, transient=False, disable=not console.is_terminal) as bar:
+        task = bar.add_task("sft", total=None, stats="")
+
+        def update(p: Any) -> None:
+            stats = f"loss {p.loss:.3f}  {p.tokens_per_s:,.0f} tok/s" + (
+                f"  eval {p.eval_loss:.3f}" if p.eval_loss is not None else "")
+            bar.update(task, total=p.total_steps, completed=p.step, stats=stats)
+
+        yield update
+
+
+@train_app.command("sft")
+def train_sft_cmd(
+    config: Annotated[Path, typer.Argument(help="YAML SFTConfig, e.g. apps/shopping/sft.yaml.")],
+    base: Annotated[str | None, typer.Option(help="Base model: tiny, smollm2-135m or an HF checkpoint dir.")] = None,
+    max_steps: Annotated[int | None, typer.Option(help="Optimizer steps; -1 = from epochs.")] = None,
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="Run directory (checkpoints, logs, final/).")]
+    = None,
+    resume: Annotated[bool, typer.Option("--resume", help="Continue from the latest checkpoint in --out.")] = False,
+    workers: Annotated[int | None, typer.Option(help="Data-parallel Ray workers (default 1 = this process).")]
+    = None,
+) -> None:
+    """Supervised fine-tuning of a SID-aware agent on a world's alignment and intent examples."""
+    from training.models import ModelError
+    from training.sft import SFTConfig, SFTError, train_sft
+    from training.sft_data import SftDataError
+
+    cfg = _config(SFTConfig, config, {"base": base, "max_steps": max_steps, "out": out,
+                                      "resume": resume or None, "workers": workers})
+    try:
+        with _train_progress() as update:
+            result = train_sft(cfg, update)
+    except (SFTError, SftDataError, ModelError) as err:
+        raise UsageError(str(err)) from err
+    eval_loss = "-" if result.eval_loss is None else f"{result.eval_loss:.4f}"
+    out_console.print(f"[green]wrote[/green] {result.final_dir}  steps={result.step:,}  eval_loss={eval_loss}  "
+                      f"tokens/s={result.tokens_per_s:,.0f}", highlight=False)
+
+
 @app.command("validate")
 def validate(
     path: Annotated[Path, typer.Argument(help="A world directory, or one .jsonl/.parquet record file.")],
