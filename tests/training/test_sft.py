@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,11 +20,7 @@ from pydantic import ValidationError
 from transformers import LlamaConfig, LlamaForCausalLM
 
 from apps.shopping.world import ShoppingWorldConfig, generate_shopping_world
-from harness.catalog import Catalog
 from infra.config import ConfigError, load_config
-from sid.build import LABELS_FILE, SIDS_FILE
-from sid.codebook import SidMap
-from sid.quantize import add_collision_suffix
 from sid.tokens import SidTokenMap
 from training.models import PROTOCOL_TOKENS, load_agent, load_base, make_sid_aware
 from training.sft import (
@@ -42,20 +39,10 @@ from training.sft_data import world_corpus
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def make_sid_dir(world: Path, out: Path) -> Path:
-    """A readable SID dir without embeddings: level 1 = top category, level 2 = leaf (mod 8), then the suffix."""
-    items = list(Catalog.load(world / "catalog.jsonl")[0])
-    tops = sorted({i.category_path[0] for i in items})
-    leaves = sorted({tuple(i.category_path) for i in items})
-    codes = np.array([[tops.index(i.category_path[0]), leaves.index(tuple(i.category_path)) % 8] for i in items])
-    out.mkdir(parents=True, exist_ok=True)
-    SidMap([i.item_id for i in items], add_collision_suffix(codes)).save(out / SIDS_FILE)
-    (out / LABELS_FILE).write_text(json.dumps({f"<s1_{k}>": t.lower() for k, t in enumerate(tops)}))
-    return out
 
 
 @pytest.fixture(scope="module")
-def env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+def env(tmp_path_factory: pytest.TempPathFactory, make_sid_dir: Callable[[Path, Path], Path]) -> dict[str, Path]:
     """A 300-item world, its SID dir, a model cache (the tiny base is built once) and an untied tiny checkpoint."""
     root = tmp_path_factory.mktemp("sft")
     generate_shopping_world(ShoppingWorldConfig(items=300, tasks=80, sessions=0, customers=1), root / "world")

@@ -5,12 +5,11 @@ Run: .venv/bin/python -m pytest tests/training/test_sft_data.py -q
 
 from __future__ import annotations
 
-import json
 import re
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
 from transformers import LlamaForCausalLM, PreTrainedTokenizerBase
@@ -18,9 +17,8 @@ from transformers import LlamaForCausalLM, PreTrainedTokenizerBase
 from apps.shopping.world import ShoppingWorldConfig, generate_shopping_world
 from harness.catalog import Catalog
 from harness.tasks import Task
-from sid.build import LABELS_FILE, SIDS_FILE
+from sid.build import SIDS_FILE
 from sid.codebook import SidMap
-from sid.quantize import add_collision_suffix
 from training.models import SID_END, SID_START, load_base, make_sid_aware
 from training.sft_data import (
     ALIGN_KINDS,
@@ -41,20 +39,8 @@ from training.sft_data import (
 )
 
 
-def make_sid_dir(world: Path, out: Path) -> Path:
-    """A readable SID dir without embeddings: level 1 = top category, level 2 = leaf (mod 8), then the suffix."""
-    items = list(Catalog.load(world / "catalog.jsonl")[0])
-    tops = sorted({i.category_path[0] for i in items})
-    leaves = sorted({tuple(i.category_path) for i in items})
-    codes = np.array([[tops.index(i.category_path[0]), leaves.index(tuple(i.category_path)) % 8] for i in items])
-    out.mkdir(parents=True, exist_ok=True)
-    SidMap([i.item_id for i in items], add_collision_suffix(codes)).save(out / SIDS_FILE)
-    (out / LABELS_FILE).write_text(json.dumps({f"<s1_{k}>": t.lower() for k, t in enumerate(tops)}))
-    return out
-
-
 @pytest.fixture(scope="module")
-def world(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+def world(tmp_path_factory: pytest.TempPathFactory, make_sid_dir: Callable[[Path, Path], Path]) -> tuple[Path, Path]:
     root = tmp_path_factory.mktemp("sft_data")
     generate_shopping_world(ShoppingWorldConfig(items=300, tasks=80, sessions=0, customers=1), root / "world")
     return root / "world", make_sid_dir(root / "world", root / "sid")
