@@ -1,0 +1,159 @@
+"""Server-side session state (messages, shown items, cart, constraints) and the stores that keep it.
+
+A store holds sessions for ``ttl_s`` seconds after their last write and at most ``max_sessions`` of
+them (least recently used go first). A session keeps at most ``max_messages`` messages: the first
+user message (the intent) and the most recent ones. :class:`MemorySessionStore` is the default;
+:class:`RedisSessionStore` shares sessions between serving replicas (the ``redis`` package and a
+reachable server; the TTL is Redis's own key expiry).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections import OrderedDict
+from typing import Any, Literal, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+AppName = Literal["shopping", "livestream", "travel"]
+
+
+class SessionError(RuntimeError):
+    """A store could not read or write a session (e.g. Redis unreachable)."""
+
+
+class SessionState(BaseModel):
+    """Everything a multi-turn conversation carries between turns."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    session_id: str = Field(default_factory=lambda: uuid.uuid4().hex)
+    app: AppName = "shopping"
+    messages: list[dict[str, Any]] = Field(default_factory=list, description="Chat history, OpenAI shape.")
+    shown_items: list[str] = Field(default_factory=list, description="Item ids shown to the user, oldest first.")
+    cart: dict[str, int] = Field(default_factory=dict, description="item_id -> quantity.")
+    constraints: dict[str, Any] = Field(default_factory=dict, description="Constraints gathered so far.")
+    turns: int = 0
+    created: float = Field(default_factory=time.time)
+    updated: float = Field(default_factory=time.time)
+
+    def trim(self, max_messages: int, max_shown: int = 200) -> None:
+        """Keep the first user message and the latest others, at most ``max_messages`` in all."""
+        if len(self.messages) > max_messages:
+            first = next((i for i, m in enumerate(self.messages) if m.get("role") == "user"), None)
+            keep_first = [self.messages[first]] if first is not None and max_messages > 1 else []
+            tail = self.messages[-(max_messages - len(keep_first)):]
+            if keep_first and any(m is keep_first[0] for m in tail):
+                keep_first = []
+            self.messages = keep_first + tail
+        if len(self.shown_items) > max_shown:
+            self.shown_items = self.shown_items[-max_shown:]
+
+
+class SessionStore(Protocol):
+    """Where sessions live between turns."""
+
+    def get(self, session_id: str) -> SessionState | None: ...
+
+    def put(self, state: SessionState) -> None: ...
+
+    def delete(self, session_id: str) -> bool: ...
+
+    def __len__(self) -> int: ...
+
+
+class MemorySessionStore:
+    """In-process sessions: an LRU map with a TTL. Thread-safe."""
+
+    def __init__(self, *, ttl_s: float = 1800.0, max_sessions: int = 10_000, max_messages: int = 40) -> None:
+        if ttl_s <= 0 or max_sessions < 1 or max_messages < 2:
+            raise ValueError("ttl_s must be > 0, max_sessions >= 1 and max_messages >= 2")
+        self.ttl_s, self.max_sessions, self.max_messages = ttl_s, max_sessions, max_messages
+        self._data: OrderedDict[str, tuple[float, str]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, session_id: str) -> SessionState | None:
+        with self._lock:
+            entry = self._data.get(session_id)
+            if entry is None:
+                return None
+            written, blob = entry
+            if time.monotonic() - written > self.ttl_s:
+                del self._data[session_id]
+                return None
+            self._data.move_to_end(session_id)
+        return SessionState.model_validate_json(blob)
+
+    def put(self, state: SessionState) -> None:
+        state.trim(self.max_messages)
+        state.updated = time.time()
+        blob = state.model_dump_json()  # a copy: later changes to ``state`` need another put
+        with self._lock:
+            self._data[state.session_id] = (time.monotonic(), blob)
+            self._data.move_to_end(state.session_id)
+            while len(self._data) > self.max_sessions:
+                self._data.popitem(last=False)
+
+    def delete(self, session_id: str) -> bool:
+        with self._lock:
+            return self._data.pop(session_id, None) is not None
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._data)
+
+
+class RedisSessionStore:
+    """Sessions in Redis under ``{prefix}{session_id}`` as JSON with key expiry = TTL (multi-replica serving)."""
+
+    def __init__(self, url: str, *, ttl_s: float = 1800.0, max_messages: int = 40, prefix: str = "sidekick:session:",
+                 timeout_s: float = 2.0) -> None:
+        try:
+            import redis
+        except ImportError as e:  # pragma: no cover - redis is a dependency
+            raise SessionError("the Redis session store needs the 'redis' package") from e
+        if ttl_s <= 0 or max_messages < 2:
+            raise ValueError("ttl_s must be > 0 and max_messages >= 2")
+        self.ttl_s, self.max_messages, self.prefix = ttl_s, max_messages, prefix
+        self._redis = redis.Redis.from_url(url, socket_timeout=timeout_s, socket_connect_timeout=timeout_s)
+        self._errors: tuple[type[BaseException], ...] = (redis.RedisError, OSError)
+
+    def ping(self) -> bool:
+        try:
+            return bool(self._redis.ping())
+        except self._errors:
+            return False
+
+    def get(self, session_id: str) -> SessionState | None:
+        try:
+            blob = self._redis.get(self.prefix + session_id)
+        except self._errors as e:
+            raise SessionError(f"redis: {e}") from e
+        if blob is None:
+            return None
+        try:
+            return SessionState.model_validate_json(blob)
+        except ValidationError as e:
+            raise SessionError(f"redis session {session_id!r} is corrupt: {e.errors()[0]['msg']}") from e
+
+    def put(self, state: SessionState) -> None:
+        state.trim(self.max_messages)
+        state.updated = time.time()
+        try:
+            self._redis.set(self.prefix + state.session_id, state.model_dump_json(), ex=max(1, int(self.ttl_s)))
+        except self._errors as e:
+            raise SessionError(f"redis: {e}") from e
+
+    def delete(self, session_id: str) -> bool:
+        try:
+            return bool(self._redis.delete(self.prefix + session_id))
+        except self._errors as e:
+            raise SessionError(f"redis: {e}") from e
+
+    def __len__(self) -> int:
+        try:
+            return sum(1 for _ in self._redis.scan_iter(match=self.prefix + "*", count=1000))
+        except self._errors as e:
+            raise SessionError(f"redis: {e}") from e

@@ -1,0 +1,200 @@
+"""The agent loop: tool steps, grounding, budgets, fallback; and the same loop as an RL environment.
+
+Run: .venv/bin/python -m pytest tests/harness/test_agent.py -q
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+
+from harness.agent import AgentLoop, AppSpec, Final, ModelAccess, TurnContext, render_ids
+from harness.budget import Budget
+from harness.catalog import Catalog, Item
+from harness.env import AgentEnv, Reward
+from harness.protocol import Tool, ToolRegistry, render_call
+from harness.session import SessionState
+from harness.tasks import Task
+
+
+def _item(i: str, price: float, stock: int, top: str = "Outdoor") -> Item:
+    return Item(item_id=i, title=f"thing {i}", category_path=[top, "Gear"], price=price, stock=stock)
+
+
+CATALOG = Catalog([_item("a", 10, 3), _item("b", 50, 1), _item("sold", 20, 0), _item("k", 5, 9, "Kitchen")])
+
+
+class FindArgs(BaseModel):
+    query: str
+
+
+class RespondArgs(BaseModel):
+    text: str
+    item_ids: list[str] = []
+
+
+class AskArgs(BaseModel):
+    question: str
+
+
+def _find(args: FindArgs, ctx: TurnContext) -> list[dict[str, Any]]:
+    return [{"item_id": i.item_id, "title": i.title} for i in ctx.catalog if args.query in i.title]
+
+
+def _respond(args: RespondArgs, ctx: TurnContext) -> Final:
+    return Final(reply=args.text, item_ids=args.item_ids)
+
+
+def _ask(args: AskArgs, ctx: TurnContext) -> Final:
+    return Final(reply=args.question, actions=[{"type": "ask_user"}])
+
+
+def _fallback(ctx: TurnContext, reason: str) -> Final:
+    return Final(reply=f"fallback ({reason})", item_ids=["sold", "a", "ghost"])
+
+
+def _price_ok(item: Item, c: dict[str, Any]) -> bool:
+    return c.get("price_max") is None or (item.price or 0) <= c["price_max"]
+
+
+def make_app(max_steps: int = 3) -> AppSpec:
+    tools = ToolRegistry([Tool("find", "Find items.", FindArgs, _find),
+                          Tool("respond", "Answer.", RespondArgs, _respond), Tool("ask_user", "Ask.", AskArgs, _ask)])
+    return AppSpec(name="shopping", system_prompt="You sell things.", tools=tools, catalog=CATALOG, fallback=_fallback,
+                   item_check=_price_ok, max_steps=max_steps)
+
+
+def make_loop(scripted: Any, replies: list[str], **kw: Any) -> tuple[AgentLoop, Any]:
+    engine = scripted(replies, **kw)
+    return AgentLoop(make_app(), ModelAccess(engine=engine, tokenizer=engine.tokenizer)), engine
+
+
+def test_tool_step_then_grounded_answer(scripted: Any) -> None:
+    loop, engine = make_loop(scripted, [render_call("find", {"query": "thing"}),
+                                        render_call("respond", {"text": "Try these", "item_ids": ["a", "b"]})])
+    session = SessionState()
+    result = loop.run_turn(session, "I need a thing")
+    assert result.final.item_ids == ["a", "b"] and result.final.reply == "Try these"
+    assert not result.degraded and result.steps == 2 and result.tool_calls == 2
+    roles = [m["role"] for m in session.messages]
+    assert roles == ["user", "assistant", "tool", "assistant", "tool", "assistant"]
+    found = json.loads(session.messages[2]["content"])["result"]
+    assert {r["item_id"] for r in found} == {"a", "b", "sold", "k"}
+    assert session.shown_items == ["a", "b"] and session.turns == 1
+    # the prompt carried the system text and the tool schemas through the real chat template
+    text = engine.tokenizer.apply_chat_template([{"role": "system", "content": "You sell things."},
+                                                 {"role": "user", "content": "I need a thing"}],
+                                                tools=loop.app.tools.schemas(), add_generation_prompt=True,
+                                                tokenize=False)
+    assert '"name": "find"' in text and "You sell things." in text
+    assert engine.calls[0].prompt == render_ids(engine.tokenizer, [{"role": "system", "content": "You sell things."},
+                                                                   {"role": "user", "content": "I need a thing"}],
+                                                loop.app.tools.schemas())
+
+
+def test_ungrounded_items_never_reach_the_user(scripted: Any) -> None:
+    loop, _ = make_loop(scripted, [
+        render_call("respond", {"text": "Buy the ghost!", "item_ids": ["ghost", "a"]}),
+        render_call("respond", {"text": "Buy the sold one", "item_ids": ["sold"]}),
+        render_call("respond", {"text": "Here", "item_ids": ["a"]}),
+    ])
+    session = SessionState()
+    result = loop.run_turn(session, "show me")
+    assert result.final.item_ids == ["a"] and result.grounding_failures == 2
+    results = [json.loads(m["content"]) for m in session.messages if m["role"] == "tool"]
+    errors = [r["error"] for r in results if not r["ok"]]
+    assert results[-1] == {"ok": True, "result": {"sent": True}}
+    assert "'ghost' is not in the catalog" in errors[0] and "sold is out of stock" in errors[1]
+    assert loop.grounder.failures == {"unknown": 1, "out_of_stock": 1}
+
+
+def test_request_constraints_are_grounded_too(scripted: Any) -> None:
+    loop, _ = make_loop(scripted, [render_call("respond", {"text": "x", "item_ids": ["b"]}),
+                                   render_call("respond", {"text": "y", "item_ids": ["a"]})])
+    result = loop.run_turn(SessionState(), "cheap please", constraints={"price_max": 20})
+    assert result.final.item_ids == ["a"] and loop.grounder.failures == {"constraint": 1}
+
+
+def test_step_limit_falls_back_with_grounded_items_only(scripted: Any) -> None:
+    loop, engine = make_loop(scripted, ["<tool_call>{broken</tool_call>"] * 5)
+    session = SessionState()
+    result = loop.run_turn(session, "hello")
+    assert result.degraded and result.reason == "step_limit" and result.steps == 3 and len(engine.calls) == 3
+    assert result.parse_errors == 3
+    assert result.final.reply == "fallback (step_limit)" and result.final.item_ids == ["a"]  # sold, ghost dropped
+    assert "could not read tool call" in json.loads(session.messages[2]["content"])["error"]
+    assert session.messages[-1] == {"role": "assistant", "content": "fallback (step_limit)"}
+
+
+def test_budget_too_small_for_any_tokens_falls_back_without_calling_the_model(scripted: Any) -> None:
+    loop, engine = make_loop(scripted, ["never"], tokens_per_second=10.0)
+    result = loop.run_turn(SessionState(), "hi", budget=Budget(200, reserve_ms=50))  # 0.15 s * 10 tok/s = 1 token
+    assert result.degraded and result.reason == "budget" and engine.calls == []
+
+
+def test_budget_caps_output_tokens_from_measured_speed(scripted: Any) -> None:
+    loop, engine = make_loop(scripted, ["Plain answer."], tokens_per_second=100.0)
+    result = loop.run_turn(SessionState(), "hi", budget=Budget(1050, reserve_ms=50))
+    cap = engine.calls[0].params.max_new_tokens
+    assert 95 <= cap <= 100  # (1050 - 50 ms - elapsed) * 100 tok/s
+    assert result.final.reply == "Plain answer." and not result.degraded
+
+
+def test_token_cap_hand_computed() -> None:
+    b = Budget(1000, reserve_ms=100, start=0.0)
+    b.start = __import__("time").monotonic()
+    assert b.token_cap(None, 256) == 256
+    assert 88 <= b.token_cap(100.0, 256, prefill_ms=0) <= 90  # (1000 - 100) ms * 100 tok/s = 90
+    assert b.token_cap(1000.0, 64) == 64
+    with pytest.raises(ValueError):
+        Budget(0)
+
+
+# ------------------------------------------------------------------------------------------------ environment
+def _task() -> Task:
+    return Task(task_id="t1", app="shopping", kind="multi_turn", messages=[{"role": "user", "content": "a thing"}],
+                constraints={"price_max": 20}, hidden={"price_max": 20},
+                target={"kind": "set", "slots": [["a"]]})
+
+
+def _reward(task: Task, final: Final) -> Reward:
+    hit = bool(task.target and set(final.item_ids) & set(task.target.item_ids))
+    return Reward(1.0 if hit else 0.0, hit, {"hit": float(hit)})
+
+
+def _user(task: Task, question: str) -> str:
+    return f"under {task.hidden['price_max']}"
+
+
+def test_env_multi_turn_episode_with_simulated_user() -> None:
+    env = AgentEnv(make_app(), _reward, _user, max_steps=5, max_turns=2)
+    obs = env.reset(_task())
+    assert obs.messages[0]["role"] == "system" and obs.messages[1]["content"] == "a thing"
+    assert [t["function"]["name"] for t in obs.tools] == ["find", "respond", "ask_user"]
+    obs, r, done, info = env.step(render_call("ask_user", {"question": "Budget?"}))
+    assert not done and r == 0.0 and obs.messages[-1] == {"role": "user", "content": "under 20"}
+    obs, r, done, info = env.step(render_call("find", {"query": "thing"}))
+    assert not done and obs.messages[-1]["role"] == "tool"
+    obs, r, done, info = env.step(render_call("respond", {"text": "here", "item_ids": ["a"]}))
+    assert done and r == 1.0 and info.reward is not None and info.reward.success and info.turns == 2
+    with pytest.raises(RuntimeError):
+        env.step("more")
+
+
+def test_env_grounding_rejection_keeps_episode_going_and_step_limit_ends_it() -> None:
+    env = AgentEnv(make_app(), _reward, _user, max_steps=2)
+    env.reset(_task())
+    _, r, done, info = env.step(render_call("respond", {"text": "x", "item_ids": ["ghost"]}))
+    assert not done and info.grounding_failures == 1
+    _, r, done, info = env.step("<tool_call>oops")
+    assert done and r == 0.0 and info.reason == "step_limit" and info.parse_errors == 1
+
+
+def test_env_plain_text_is_a_final_answer() -> None:
+    env = AgentEnv(make_app(), _reward, _user)
+    env.reset(_task())
+    _, r, done, info = env.step("I cannot help.")
+    assert done and r == 0.0 and info.final is not None and info.final.reply == "I cannot help."
