@@ -31,7 +31,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import sys
 import time
 from collections import defaultdict
@@ -44,46 +43,15 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from harness.bm25 import BM25  # noqa: E402
 from harness.catalog import Catalog, Item  # noqa: E402
 from harness.tasks import Task  # noqa: E402
 from sid.build import find_catalog, item_text  # noqa: E402
 
 K = 10
-_WORD = re.compile(r"[a-z0-9]+")
 
 
 # ------------------------------------------------------------------------------------------------ baselines
-class BM25:
-    """Okapi BM25 over a fixed corpus: ``search(query, k)`` -> row indices, best first."""
-
-    def __init__(self, texts: Sequence[str], k1: float = 1.2, b: float = 0.75) -> None:
-        import scipy.sparse as sp
-
-        self.vocab: dict[str, int] = {}
-        rows, cols = [], []
-        for r, text in enumerate(texts):
-            for word in _WORD.findall(text.lower()):
-                rows.append(r)
-                cols.append(self.vocab.setdefault(word, len(self.vocab)))
-        tf = sp.csr_matrix((np.ones(len(rows), np.float32), (rows, cols)), shape=(len(texts), len(self.vocab)))
-        tf.sum_duplicates()  # (N, V) term counts
-        doc_len = np.asarray(tf.sum(axis=1)).ravel()  # (N,)
-        df = np.bincount(tf.indices, minlength=len(self.vocab))  # (V,)
-        idf = np.log1p((len(texts) - df + 0.5) / (df + 0.5)).astype(np.float32)  # (V,)
-        norm = k1 * (1 - b + b * doc_len / doc_len.mean())  # (N,)
-        tf = tf.tocoo()
-        weights = tf.data * (k1 + 1) / (tf.data + norm[tf.row]) * idf[tf.col]
-        self.matrix = sp.csc_matrix((weights, (tf.row, tf.col)), shape=tf.shape)  # (N, V) BM25 term weights
-
-    def search(self, query: str, k: int) -> np.ndarray:
-        terms = [self.vocab[w] for w in _WORD.findall(query.lower()) if w in self.vocab]
-        if not terms:
-            return np.zeros(0, np.int64)
-        scores = np.asarray(self.matrix[:, terms].sum(axis=1)).ravel()  # (N,)
-        top = np.argpartition(-scores, min(k, len(scores) - 1))[:k]
-        return top[np.argsort(-scores[top], kind="stable")]
-
-
 class Dense:
     """MiniLM embeddings + faiss flat inner-product index (the vectors are L2-normalised: cosine)."""
 

@@ -41,13 +41,15 @@ class SessionState(BaseModel):
 
     def trim(self, max_messages: int, max_shown: int = 200) -> None:
         """Keep the first user message and the latest others, at most ``max_messages`` in all."""
+        if max_messages < 1:
+            raise ValueError(f"max_messages must be >= 1, got {max_messages}")
         if len(self.messages) > max_messages:
             first = next((i for i, m in enumerate(self.messages) if m.get("role") == "user"), None)
-            keep_first = [self.messages[first]] if first is not None and max_messages > 1 else []
-            tail = self.messages[-(max_messages - len(keep_first)):]
-            if keep_first and any(m is keep_first[0] for m in tail):
-                keep_first = []
-            self.messages = keep_first + tail
+            latest = max_messages - 1  # room left beside the first user message
+            if first is not None and latest > 0 and first < len(self.messages) - latest:
+                self.messages = [self.messages[first], *self.messages[-latest:]]
+            else:  # no user message, or it is among the latest anyway: keep the latest max_messages
+                self.messages = self.messages[-max_messages:]
         if len(self.shown_items) > max_shown:
             self.shown_items = self.shown_items[-max_shown:]
 
@@ -101,7 +103,11 @@ class MemorySessionStore:
             return self._data.pop(session_id, None) is not None
 
     def __len__(self) -> int:
+        """Live sessions (expired ones are dropped here, not counted)."""
+        now = time.monotonic()
         with self._lock:
+            for session_id in [k for k, (written, _) in self._data.items() if now - written > self.ttl_s]:
+                del self._data[session_id]
             return len(self._data)
 
 
@@ -142,7 +148,8 @@ class RedisSessionStore:
         state.trim(self.max_messages)
         state.updated = time.time()
         try:
-            self._redis.set(self.prefix + state.session_id, state.model_dump_json(), ex=max(1, int(self.ttl_s)))
+            ttl_ms = max(1, round(self.ttl_s * 1000))  # px, not ex: a TTL of 1.8 s is not cut to 1 s
+            self._redis.set(self.prefix + state.session_id, state.model_dump_json(), px=ttl_ms)
         except self._errors as e:
             raise SessionError(f"redis: {e}") from e
 

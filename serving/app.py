@@ -1,0 +1,440 @@
+"""The FastAPI app: shopping sessions, livestream answers, travel plans, OpenAI-compatible chat, health, metrics.
+
+Run it with ``sidekick serve AGENT_DIR --world DIR``; OpenAPI docs at ``/docs``. Every turn runs in a
+worker thread under its latency budget; past budget + grace the reply comes from the app's fallback,
+marked ``degraded`` with reason ``timeout``, so no request hangs. Bad input is a 4xx naming the field;
+a full queue is a 503 with ``Retry-After`` at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import asynccontextmanager
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, FastAPI, Header, HTTPException, Request, Response
+from fastapi.responses import JSONResponse, StreamingResponse
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from harness.agent import Final, TurnResult, render_ids
+from harness.catalog import Item
+from harness.protocol import parse_reply
+from harness.session import SessionError, SessionState
+from infra.engines.base import EngineError, GenerationRequest, SamplingParams
+from serving.schemas import (
+    AnswerReply,
+    AnswerRequest,
+    ChatRequest,
+    ItemCard,
+    PlanReply,
+    PlanRequest,
+    SessionCreate,
+    SessionView,
+    TurnReply,
+    TurnRequest,
+)
+from serving.server import AgentServer, Overloaded, UnknownApp
+
+
+# ------------------------------------------------------------------------------------------------ plumbing
+def get_server(request: Request) -> AgentServer:
+    server: AgentServer = request.app.state.server
+    return server
+
+
+ServerDep = Annotated[AgentServer, Depends(get_server)]
+
+
+class BodyLimit:
+    """ASGI middleware: bodies over ``limit`` bytes get 413 (by Content-Length, or counted while streaming)."""
+
+    def __init__(self, app: ASGIApp, limit: int) -> None:
+        self.app, self.limit = app, limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = dict(scope.get("headers") or []).get(b"content-length")
+        if declared is not None and (not declared.isdigit() or int(declared) > self.limit):
+            await _too_large(scope, receive, send, self.limit)
+            return
+        seen = 0
+
+        async def limited() -> Message:
+            nonlocal seen
+            message = await receive()
+            seen += len(message.get("body", b""))
+            if seen > self.limit:
+                raise HTTPException(413, f"request body exceeds {self.limit} bytes")
+            return message
+
+        await self.app(scope, limited, send)
+
+
+async def _too_large(scope: Scope, receive: Receive, send: Send, limit: int) -> None:
+    response = JSONResponse({"detail": f"request body exceeds {limit} bytes"}, status_code=413)
+    await response(scope, receive, send)
+
+
+def _card(server: AgentServer, item: Item) -> ItemCard:
+    sid = None
+    if server.model is not None and server.model.sid is not None and item.item_id in server.model.sid.sid_map:
+        sid = server.model.sid.sid_map.sid_of(item.item_id)
+    return ItemCard(item_id=item.item_id, title=item.title, price=item.price, currency=item.currency,
+                    category=item.category_path, rating=item.rating, in_stock=item.in_stock, sid=sid)
+
+
+def _cards(server: AgentServer, app: str, ids: list[str]) -> list[ItemCard]:
+    catalog = server.app(app).spec.catalog
+    return [_card(server, item) for item in (catalog.get(i) for i in ids) if item is not None]
+
+
+async def _run(server: AgentServer, fn: Callable[[], TurnResult]) -> TurnResult:
+    loop = asyncio.get_running_loop()
+    result: TurnResult = await loop.run_in_executor(server_executor(server), fn)
+    return result
+
+
+_EXECUTORS: dict[int, ThreadPoolExecutor] = {}
+
+
+def server_executor(server: AgentServer) -> ThreadPoolExecutor:
+    """The worker pool turns run in (one per server, sized by ``worker_threads``)."""
+    pool = _EXECUTORS.get(id(server))
+    if pool is None:
+        pool = _EXECUTORS[id(server)] = ThreadPoolExecutor(server.config.worker_threads, thread_name_prefix="turn")
+    return pool
+
+
+async def run_turn(server: AgentServer, app: str, session: SessionState, text: str | None, budget_ms: float,
+                   constraints: dict[str, Any] | None = None) -> tuple[SessionState, TurnResult]:
+    """Admit, run the turn on a copy of the session in a worker, and fall back if it overruns.
+
+    Returns the session to save (the worked copy, or the original plus the fallback's exchange).
+    """
+    server.admit(budget_ms)
+    work = session.model_copy(deep=True)
+    task = asyncio.ensure_future(_run(server, lambda: server.run_turn(app, work, text, budget_ms, constraints)))
+    timeout = (budget_ms + server.config.timeout_grace_ms) / 1000.0
+    try:
+        return work, await asyncio.wait_for(asyncio.shield(task), timeout)
+    except TimeoutError:
+        if text is not None:
+            session.messages.append({"role": "user", "content": text})
+        result = await _run(server, lambda: server.fallback_turn(app, session, "timeout", budget_ms, constraints))
+        session.messages.append({"role": "assistant", "content": result.final.reply})
+        session.turns += 1
+        return session, result
+
+
+# ------------------------------------------------------------------------------------------------ shopping
+shopping = APIRouter(prefix="/v1/shopping", tags=["shopping"])
+
+
+def _load_session(server: AgentServer, session_id: str) -> SessionState:
+    state = server.store.get(session_id)
+    if state is None or state.app != "shopping":
+        raise HTTPException(404, f"session {session_id!r} not found (expired or never created)")
+    return state
+
+
+def _turn_reply(server: AgentServer, state: SessionState, result: TurnResult | None, t0: float) -> TurnReply:
+    final = result.final if result else Final(reply="")
+    return TurnReply(session_id=state.session_id, reply=final.reply, items=_cards(server, "shopping", final.item_ids),
+                     bundles=[_cards(server, "shopping", b) for b in final.bundles], actions=final.actions,
+                     cart=state.cart, degraded=bool(result and result.degraded),
+                     reason=result.reason if result and result.degraded else None,
+                     latency_ms=(time.perf_counter() - t0) * 1000.0)
+
+
+@shopping.post("/sessions", status_code=201)
+async def create_session(body: SessionCreate, server: ServerDep) -> TurnReply:
+    """Open a session (with optional constraints); with ``message`` the first turn runs at once."""
+    t0 = time.perf_counter()
+    server.app("shopping")
+    state = SessionState(app="shopping", constraints=body.constraints.as_dict() if body.constraints else {})
+    result = None
+    if body.message is not None:
+        state, result = await run_turn(server, "shopping", state, body.message,
+                                       server.budget_ms("shopping", body.budget_ms))
+    server.store.put(state)
+    return _turn_reply(server, state, result, t0)
+
+
+@shopping.post("/sessions/{session_id}/turns")
+async def create_turn(session_id: str, body: TurnRequest, server: ServerDep) -> TurnReply:
+    """One user message -> the agent's reply with item cards."""
+    t0 = time.perf_counter()
+    state = _load_session(server, session_id)
+    if body.constraints is not None:
+        state.constraints.update(body.constraints.as_dict())
+    budget_ms = server.budget_ms("shopping", body.budget_ms)
+    state, result = await run_turn(server, "shopping", state, body.message, budget_ms)
+    server.store.put(state)
+    return _turn_reply(server, state, result, t0)
+
+
+@shopping.get("/sessions/{session_id}")
+async def read_session(session_id: str, server: ServerDep) -> SessionView:
+    s = _load_session(server, session_id)
+    return SessionView(session_id=s.session_id, turns=s.turns, messages=len(s.messages), shown_items=s.shown_items,
+                       cart=s.cart, constraints=s.constraints)
+
+
+@shopping.delete("/sessions/{session_id}", status_code=204)
+async def delete_session(session_id: str, server: ServerDep) -> Response:
+    _load_session(server, session_id)
+    server.store.delete(session_id)
+    return Response(status_code=204)
+
+
+# ------------------------------------------------------------------------------------------------ livestream, travel
+apps_router = APIRouter(tags=["livestream", "travel"])
+
+
+@apps_router.post("/v1/livestream/answer")
+async def answer_question(body: AnswerRequest, server: ServerDep) -> AnswerReply:
+    """A viewer's question about the stream's products, answered under a sub-second default budget."""
+    t0 = time.perf_counter()
+    ctx = {k: v for k, v in {"stream_id": body.stream_id, "ts_offset_s": body.ts_offset_s,
+                             "item_id": body.item_id}.items() if v is not None}
+    state = SessionState(app="livestream", constraints=ctx)
+    _, result = await run_turn(server, "livestream", state, body.question,
+                               server.budget_ms("livestream", body.budget_ms))
+    final = result.final
+    return AnswerReply(answer=final.reply, cited_facts=[str(f) for f in final.data.get("cited_facts", [])],
+                       items=_cards(server, "livestream", final.item_ids), degraded=result.degraded,
+                       reason=result.reason if result.degraded else None,
+                       latency_ms=(time.perf_counter() - t0) * 1000.0)
+
+
+@apps_router.post("/v1/travel/plan")
+async def plan_trip(body: PlanRequest, server: ServerDep) -> PlanReply:
+    """A trip request -> an itinerary checked for opening hours and travel times."""
+    t0 = time.perf_counter()
+    state = SessionState(app="travel", constraints=dict(body.constraints or {}))
+    _, result = await run_turn(server, "travel", state, body.request, server.budget_ms("travel", body.budget_ms))
+    itinerary = result.final.data.get("itinerary")
+    return PlanReply(itinerary=_jsonable(itinerary), reply=result.final.reply, degraded=result.degraded,
+                     reason=result.reason if result.degraded else None,
+                     latency_ms=(time.perf_counter() - t0) * 1000.0)
+
+
+def _jsonable(value: Any) -> dict[str, Any] | None:
+    if value is None:
+        return None
+    if hasattr(value, "model_dump"):
+        dumped: dict[str, Any] = value.model_dump(mode="json")
+        return dumped
+    return dict(value) if isinstance(value, dict) else {"value": value}
+
+
+# ------------------------------------------------------------------------------------------------ OpenAI-compatible
+openai_router = APIRouter(prefix="/v1", tags=["openai"])
+
+
+@openai_router.get("/models")
+async def list_models(server: ServerDep) -> dict[str, Any]:
+    """The raw model (client-side tools) and one agent per app (``NAME:shopping``: server-side tools)."""
+    names = ([server.config.model_name] if server.model else []) + [f"{server.config.model_name}:{a}"
+                                                                    for a in server.apps]
+    return {"object": "list", "data": [{"id": n, "object": "model", "created": 0, "owned_by": "sidekick"}
+                                       for n in names]}
+
+
+def _chat_messages(body: ChatRequest) -> list[dict[str, Any]]:
+    out = []
+    for m in body.messages:
+        msg: dict[str, Any] = {"role": "system" if m.role == "developer" else m.role, "content": m.text()}
+        if m.tool_calls:
+            msg["tool_calls"] = [c.model_dump() for c in m.tool_calls]
+        if m.role == "tool":
+            msg["tool_call_id"], msg["name"] = m.tool_call_id, m.name
+        out.append(msg)
+    return out
+
+
+def _raw_completion(server: AgentServer, body: ChatRequest) -> tuple[dict[str, Any], str, int, int]:
+    """Generate one assistant message with the client's tools: ``(message, finish_reason, prompt, output)``."""
+    assert server.model is not None
+    tools = [t.model_dump(exclude_none=True) for t in body.tools] if body.tools else None
+    ids = render_ids(server.model.tokenizer, _chat_messages(body), tools)
+    if len(ids) > server.config.max_prompt_tokens:
+        limit = server.config.max_prompt_tokens
+        raise HTTPException(400, f"messages render to {len(ids)} tokens; the limit is {limit}")
+    cap = min(body.max_completion_tokens or body.max_tokens or server.config.max_new_tokens, 4096)
+    params = SamplingParams(max_new_tokens=cap, temperature=1.0 if body.temperature is None else body.temperature,
+                            top_p=body.top_p or 1.0, seed=body.seed)
+    completion = server.model.engine.generate([GenerationRequest(prompt=ids, params=params)])[0][0]
+    parsed = parse_reply(completion.text)
+    message: dict[str, Any] = {"role": "assistant", "content": parsed.content or None}
+    finish = {"eos": "stop", "stop": "stop", "length": "length"}[completion.finish_reason]
+    if parsed.calls and tools:
+        message["tool_calls"] = [c.to_openai() for c in parsed.calls]
+        finish = "tool_calls"
+    elif parsed.calls or parsed.problems:
+        message["content"] = completion.text
+    return message, finish, len(ids), len(completion.token_ids)
+
+
+async def _agent_completion(server: AgentServer, app: str, body: ChatRequest) -> tuple[dict[str, Any], str, int, int]:
+    messages = [m for m in _chat_messages(body) if m["role"] != "system"]
+    if not messages or messages[-1]["role"] != "user":
+        raise HTTPException(422, "messages: the last message must be from the user for an agent model")
+    state = SessionState(app=app, messages=messages)
+    _, result = await run_turn(server, app, state, None, server.budget_ms(app, body.budget_ms))
+    final = result.final
+    message = {"role": "assistant", "content": final.reply,
+               "sidekick": {"items": [c.model_dump() for c in _cards(server, app, final.item_ids)],
+                            "bundles": final.bundles, "actions": final.actions, "data": _safe(final.data),
+                            "degraded": result.degraded, "reason": result.reason}}
+    return message, "stop", 0, result.output_tokens
+
+
+def _safe(data: dict[str, Any]) -> Any:
+    return json.loads(json.dumps(data, default=lambda o: o.model_dump(mode="json") if hasattr(o, "model_dump")
+                                 else str(o)))
+
+
+@openai_router.post("/chat/completions", response_model=None)
+async def create_chat_completion(body: ChatRequest, server: ServerDep) -> dict[str, Any] | StreamingResponse:
+    """OpenAI chat completions; ``stream: true`` answers as server-sent events."""
+    name, _, app = body.model.partition(":")
+    if name != server.config.model_name or (app and app not in server.apps):
+        known = ", ".join(m["id"] for m in (await list_models(server))["data"])
+        raise HTTPException(404, f"model {body.model!r} not found; available: {known}")
+    if app:
+        message, finish, n_prompt, n_out = await _agent_completion(server, app, body)
+    else:
+        if server.model is None:
+            raise HTTPException(503, "no model is loaded")
+        budget = body.budget_ms or 60_000.0
+        server.admit(budget)
+        loop = asyncio.get_running_loop()
+        message, finish, n_prompt, n_out = await loop.run_in_executor(server_executor(server), _raw_completion,
+                                                                      server, body)
+    chat_id, created = "chatcmpl-" + uuid.uuid4().hex[:24], int(time.time())
+    if body.stream:
+        return StreamingResponse(_sse(chat_id, created, body.model, message, finish), media_type="text/event-stream")
+    return {"id": chat_id, "object": "chat.completion", "created": created, "model": body.model,
+            "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": None}],
+            "usage": {"prompt_tokens": n_prompt, "completion_tokens": n_out, "total_tokens": n_prompt + n_out}}
+
+
+async def _sse(chat_id: str, created: int, model: str, message: dict[str, Any], finish: str) -> AsyncIterator[str]:
+    """The finished message as OpenAI stream chunks (role, content pieces, tool calls, finish, [DONE])."""
+
+    def chunk(delta: dict[str, Any], reason: str | None = None) -> str:
+        body = {"id": chat_id, "object": "chat.completion.chunk", "created": created, "model": model,
+                "choices": [{"index": 0, "delta": delta, "finish_reason": reason, "logprobs": None}]}
+        return f"data: {json.dumps(body)}\n\n"
+
+    yield chunk({"role": "assistant", "content": ""})
+    content = message.get("content") or ""
+    for i in range(0, len(content), 24):
+        yield chunk({"content": content[i:i + 24]})
+    for i, call in enumerate(message.get("tool_calls") or []):
+        yield chunk({"tool_calls": [{"index": i, **call}]})
+    yield chunk({}, finish)
+    yield "data: [DONE]\n\n"
+
+
+# ------------------------------------------------------------------------------------------------ ops
+ops = APIRouter(tags=["ops"])
+
+
+@ops.get("/healthz")
+async def read_health() -> dict[str, str]:
+    return {"status": "ok"}
+
+
+@ops.get("/readyz")
+async def read_ready(server: ServerDep) -> JSONResponse:
+    ok = server.ready()
+    return JSONResponse({"ready": ok, "apps": list(server.apps)}, status_code=200 if ok else 503)
+
+
+@ops.get("/metrics")
+async def read_metrics(server: ServerDep) -> Response:
+    body, content_type = server.metrics.render()
+    return Response(body, media_type=content_type)
+
+
+def require_admin(server: ServerDep, x_api_key: Annotated[str | None, Header()] = None) -> None:
+    if server.config.api_key is None:
+        raise HTTPException(403, "admin routes are off: start the server with an api_key (SIDEKICK_API_KEY)")
+    if x_api_key != server.config.api_key:
+        raise HTTPException(401, "missing or wrong X-API-Key header")
+
+
+AdminDep = Annotated[None, Depends(require_admin)]
+
+
+@ops.get("/admin/stats")
+async def read_stats(server: ServerDep, _: AdminDep) -> dict[str, Any]:
+    """Batcher, grounding and session figures (needs X-API-Key)."""
+    return {"engine": server.front.stats() if server.front else None,
+            "grounding_failures": {a: dict(s.loop.grounder.failures) for a, s in server.apps.items()},
+            "sessions": len(server.store)}
+
+
+@ops.post("/admin/reload")
+async def reload_agent(server: ServerDep, _: AdminDep) -> dict[str, Any]:
+    """Reload the agent's weights from its directory (needs X-API-Key)."""
+    reload = server.reload
+    if reload is None:
+        raise HTTPException(409, "this server was started without a reloadable agent")
+    loop = asyncio.get_running_loop()
+    version = await loop.run_in_executor(server_executor(server), reload)
+    return {"reloaded": True, "weights_version": version}
+
+
+# ------------------------------------------------------------------------------------------------ the app
+def _errors(app: FastAPI) -> None:
+    def handler(status: int, headers: Callable[[Exception], dict[str, str]] | None = None
+                ) -> Callable[[Request, Exception], Awaitable[JSONResponse]]:
+        async def respond(_: Request, exc: Exception) -> JSONResponse:
+            return JSONResponse({"detail": str(exc)}, status_code=status, headers=headers(exc) if headers else None)
+        return respond
+
+    app.add_exception_handler(Overloaded, handler(503, lambda e: {"Retry-After": str(e.retry_after_s)}))  # type: ignore[attr-defined]
+    app.add_exception_handler(UnknownApp, handler(404))
+    app.add_exception_handler(SessionError, handler(503))
+    app.add_exception_handler(EngineError, handler(503))
+
+
+def create_app(server: AgentServer) -> FastAPI:
+    """The ASGI app over one :class:`AgentServer` (closed when the app shuts down)."""
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        yield
+        server.close()
+        pool = _EXECUTORS.pop(id(server), None)
+        if pool is not None:
+            pool.shutdown(wait=False, cancel_futures=True)
+
+    app = FastAPI(title="Sidekick", version="0.1.0", lifespan=lifespan,
+                  description="Domain agents over a catalog: shopping, livestream Q&A, trip planning.")
+    app.state.server = server
+    _errors(app)
+    for router in (shopping, apps_router, openai_router, ops):
+        app.include_router(router)
+    app.add_middleware(BodyLimit, limit=server.config.max_body_bytes)
+
+    @app.middleware("http")
+    async def time_requests(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
+        t0 = time.perf_counter()
+        response = await call_next(request)
+        route = request.scope.get("route")
+        server.metrics.observe_request(getattr(route, "path", "unmatched"), response.status_code,
+                                       time.perf_counter() - t0)
+        return response
+
+    return app

@@ -1,0 +1,153 @@
+"""What one serving process holds: the apps' agent loops, the batching engine front, sessions, metrics.
+
+:class:`AgentServer` is framework-free (the FastAPI routes in :mod:`serving.app` call it), so the same
+object can be driven by tests and benchmarks in-process. Turns run in worker threads; every model
+call goes through one :class:`~serving.batcher.BatchingEngine`, which gathers concurrent sessions'
+requests into batches, so the event loop never waits on model compute.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from harness.agent import AgentLoop, AppSpec, Grounder, LoopConfig, ModelAccess, TurnResult
+from harness.budget import Budget
+from harness.session import MemorySessionStore, RedisSessionStore, SessionState, SessionStore
+from serving.batcher import BatchingEngine
+from serving.metrics import Metrics
+
+
+class ServeConfig(BaseModel):
+    """Serving knobs. Budgets are per app defaults; a request's ``budget_ms`` overrides them."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    model_name: str = Field("sidekick", description="The id /v1/models lists and chat requests name.")
+    max_batch: int = Field(16, ge=1, description="Most sequences the batcher puts in one engine call.")
+    gather_ms: float = Field(5.0, ge=0, description="How long the batcher waits to fill a batch, ms; 0 = no wait.")
+    batching: bool = Field(True, description="False = one request at a time (the no-batching baseline).")
+    max_new_tokens: int = Field(192, ge=1, description="Ceiling on output tokens per model call.")
+    max_prompt_tokens: int = Field(2048, ge=64, description="Prompts longer than this keep their tail.")
+    max_body_bytes: int = Field(256 * 1024, ge=1024, description="Larger request bodies get 413.")
+    worker_threads: int = Field(64, ge=1, description="Turns running at once (the rest queue).")
+    timeout_grace_ms: float = Field(2000.0, ge=0, description="Past budget + grace a turn answers from fallback.")
+    session_ttl_s: float = Field(1800.0, gt=0, description="Sessions expire this long after their last turn.")
+    max_sessions: int = Field(10_000, ge=1, description="In-memory store: least recently used go beyond this.")
+    max_session_messages: int = Field(40, ge=4, description="Messages a session keeps (first intent + latest).")
+    redis_url: str | None = Field(None, description="redis://host:port/db for shared sessions; None = in memory.")
+    api_key: str | None = Field(None, description="Key for admin routes (header X-API-Key); None = admin off.")
+
+
+class Overloaded(Exception):
+    """The queue is longer than the request's budget: answer 503 with Retry-After."""
+
+    def __init__(self, wait_ms: float) -> None:
+        super().__init__(f"server busy: estimated wait {wait_ms:.0f} ms exceeds the request's budget")
+        self.retry_after_s = max(1, math.ceil(wait_ms / 1000.0))
+
+
+class UnknownApp(KeyError):
+    """The server was not started with this app."""
+
+
+@dataclass
+class ServedApp:
+    spec: AppSpec
+    loop: AgentLoop
+
+
+class AgentServer:
+    """The apps, engine front, session store and metrics of one serving process."""
+
+    def __init__(self, apps: dict[str, AppSpec], model: ModelAccess | None, config: ServeConfig | None = None,
+                 *, store: SessionStore | None = None, metrics: Metrics | None = None) -> None:
+        self.config = config or ServeConfig()
+        self.metrics = metrics or Metrics()
+        self.front: BatchingEngine | None = None
+        self.model: ModelAccess | None = None
+        if model is not None:
+            self.front = BatchingEngine(model.engine, max_batch=self.config.max_batch,
+                                        gather_ms=self.config.gather_ms, batching=self.config.batching,
+                                        on_batch=self.metrics.observe_batch)
+            self.model = ModelAccess(engine=self.front, tokenizer=model.tokenizer, sid=model.sid)
+        self.store = store or self._make_store()
+        c = self.config
+        loop_cfg = LoopConfig(max_new_tokens=c.max_new_tokens, max_prompt_tokens=c.max_prompt_tokens)
+        sid_map = self.model.sid.sid_map if self.model and self.model.sid else None
+        self.apps = {name: ServedApp(spec, AgentLoop(spec, self.model, self._grounder(spec, sid_map), loop_cfg))
+                     for name, spec in apps.items()}
+        self.metrics.set_queue_depth_source(lambda: self.front.queue_depth if self.front else 0)
+        self._lock = threading.Lock()
+        self.reload: Callable[[], int] | None = None
+        """Set by the launcher: reloads the agent's weights into the engine, returns the new version."""
+
+    @staticmethod
+    def _grounder(spec: AppSpec, sid_map: Any) -> Grounder:
+        return Grounder(spec.catalog, sid_map, spec.item_check, require_stock=spec.require_stock)
+
+    def _make_store(self) -> SessionStore:
+        c = self.config
+        if c.redis_url:
+            return RedisSessionStore(c.redis_url, ttl_s=c.session_ttl_s, max_messages=c.max_session_messages)
+        return MemorySessionStore(ttl_s=c.session_ttl_s, max_sessions=c.max_sessions,
+                                  max_messages=c.max_session_messages)
+
+    # ------------------------------------------------------------------------------------------ admission
+    def app(self, name: str) -> ServedApp:
+        served = self.apps.get(name)
+        if served is None:
+            raise UnknownApp(name)
+        return served
+
+    def budget_ms(self, app: str, requested: float | None) -> float:
+        return float(requested) if requested is not None else self.app(app).spec.default_budget_ms
+
+    def admit(self, budget_ms: float) -> None:
+        """Raise :class:`Overloaded` when the engine queue alone would eat the whole budget."""
+        if self.front is None:
+            return
+        wait = self.front.estimated_wait_ms()
+        if wait > budget_ms:
+            self.metrics.rejected.inc()
+            raise Overloaded(wait)
+
+    # ------------------------------------------------------------------------------------------ turns
+    def run_turn(self, app: str, session: SessionState, text: str | None, budget_ms: float,
+                 constraints: dict[str, Any] | None = None) -> TurnResult:
+        """One turn (blocking: call from a worker thread). Records metrics; does not save the session."""
+        served = self.app(app)
+        budget = Budget(budget_ms, max_steps=served.spec.max_steps)
+        result = served.loop.run_turn(session, text, budget=budget, constraints=constraints)
+        self.metrics.observe_turn(app, result.latency_ms / 1000.0, degraded_reason=result.reason if result.degraded
+                                  else None, grounding_failures=result.grounding_failures,
+                                  tokens=result.output_tokens, within_budget=result.latency_ms <= budget_ms)
+        return result
+
+    def fallback_turn(self, app: str, session: SessionState, reason: str, budget_ms: float,
+                      constraints: dict[str, Any] | None = None) -> TurnResult:
+        """A degraded answer without the model (used when a turn overran its budget plus grace)."""
+        served = self.app(app)
+        from harness.agent import TurnContext
+
+        ctx = TurnContext(app=served.spec, session=session, constraints={**session.constraints, **(constraints or {})},
+                          budget=Budget(max(budget_ms, 1.0)), model=None)
+        final = served.loop.fallback(ctx, reason)
+        self.metrics.observe_turn(app, budget_ms / 1000.0, degraded_reason=reason, grounding_failures=0, tokens=0,
+                                  within_budget=False)
+        return TurnResult(final=final, degraded=True, reason=reason, latency_ms=budget_ms)
+
+    def ready(self) -> bool:
+        return self.front is None or self.front.alive
+
+    def close(self) -> None:
+        if self.front is not None:
+            self.front.close()
+
+
+ModelFactory = Callable[[], ModelAccess]

@@ -1,0 +1,277 @@
+"""Livestream agent: fact-sheet tools through the registry, the keyword fallback, the reward and the viewer.
+
+    .venv/bin/python -m pytest tests/apps/livestream/test_agent.py -q
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from apps.livestream.agent import (
+    DEFAULT_BUDGET_MS,
+    fallback,
+    livestream_app,
+    request_constraints,
+    reward,
+    simulated_user,
+)
+from apps.livestream.world import LivestreamWorldConfig, Stream, generate_livestream_world
+from harness.agent import AgentLoop, AppSpec, Final, ModelAccess, TurnContext
+from harness.budget import Budget
+from harness.catalog import Catalog, Item
+from harness.protocol import ToolCall, ToolResult, render_call
+from harness.session import SessionState
+from harness.tasks import Message, Task
+from infra.engines.base import Completion, GenerationRequest
+from infra.recordio import read_records
+
+EARBUDS, HEADPHONES, SERUM = "lv-a", "lv-b", "lv-c"
+
+
+@pytest.fixture
+def app() -> AppSpec:
+    """One stream: earbuds on screen 60–300 s, headphones 310–600 s, a sold-out serum 610–900 s."""
+    items = [
+        Item(item_id=EARBUDS, title="Voltix Pro Earbuds", category_path=["Electronics", "Audio", "Earbuds"],
+             attributes={"brand": "Voltix", "shipping_days": 3, "discount_percent": 20, "colours": ["black", "white"],
+                         "waterproof": False, "battery_hours": 30, "warranty_months": 12},
+             price=49.99, stock=12),
+        Item(item_id=HEADPHONES, title="Sonaro Max Headphones", category_path=["Electronics", "Audio", "Headphones"],
+             attributes={"brand": "Sonaro", "discount_percent": 10, "colours": ["black", "silver"],
+                         "battery_hours": 40, "waterproof": True},
+             price=89.99, stock=3),
+        Item(item_id=SERUM, title="GlowLab Serum 30ml", category_path=["Beauty", "Skincare", "Serum"],
+             attributes={"brand": "GlowLab", "vegan": True, "ingredients": ["water", "glycerin", "niacinamide"],
+                         "discount_percent": 15},
+             price=19.99, stock=0),
+    ]
+    stream = Stream(stream_id="stream-t", host="Mia", title="Mia's audio live", start_ts=0, duration_s=1000,
+                    item_ids=[EARBUDS, HEADPHONES, SERUM], windows=[(60, 300), (310, 600), (610, 900)])
+    return livestream_app(catalog=Catalog(items), streams=[stream])
+
+
+def _ctx(app: AppSpec, question: str = "", **constraints: Any) -> TurnContext:
+    session = SessionState(app="livestream", messages=[{"role": "user", "content": question}])
+    return TurnContext(app=app, session=session, constraints=constraints, budget=Budget(800), model=None)
+
+
+def _call(app: AppSpec, name: str, args: dict[str, Any], **constraints: Any) -> ToolResult:
+    return app.tools.execute(ToolCall(name=name, arguments=args), _ctx(app, **constraints))
+
+
+def _task(answer: str, facts: Sequence[str], kind: str = "question") -> Task:
+    return Task(task_id="t", app="livestream", kind=kind, messages=[Message(role="user", content="?")],
+                constraints={"stream_id": "stream-t", "ts_offset_s": 100}, answer=answer, facts=list(facts))
+
+
+# ------------------------------------------------------------------------------------------------ tools
+def test_product_facts_defaults_to_the_product_on_screen(app: AppSpec) -> None:
+    out = _call(app, "product_facts", {}, stream_id="stream-t", ts_offset_s=320)
+    assert out.ok, out.error
+    assert out.content["item_id"] == HEADPHONES
+    assert out.content["facts"]["price"] == "$89.99"
+    assert out.content["facts"]["battery_hours"] == "40 hours"
+    assert out.content["facts"]["waterproof"] == "yes"
+    assert [p["item_id"] for p in out.content["stream_products"]] == [EARBUDS, HEADPHONES, SERUM]
+    assert out.content["stream_products"][1]["position"] == 2
+
+
+def test_product_facts_by_id_and_keys_reports_what_the_sheet_lacks(app: AppSpec) -> None:
+    out = _call(app, "product_facts", {"item_id": SERUM, "keys": ["stock", "vegan", "warranty_months"]})
+    assert out.ok, out.error
+    assert out.content["facts"] == {"stock": "0", "vegan": "yes"}
+    assert out.content["not_on_fact_sheet"] == ["warranty_months"]
+    assert "stream_products" not in out.content  # no stream in this request
+
+
+@pytest.mark.parametrize(("args", "constraints", "needle"), [
+    ({"item_id": "lv-zzz"}, {"stream_id": "stream-t"}, "unknown item_id 'lv-zzz'; products on stream-t: lv-a"),
+    ({"stream_id": "stream-x"}, {}, "unknown stream_id 'stream-x'"),
+    ({}, {"stream_id": "stream-t", "ts_offset_s": 305}, "no product is on screen at 305s of stream-t"),
+    ({}, {}, "pass item_id"),
+    ({"item": EARBUDS}, {}, "field 'item'"),
+])
+def test_product_facts_errors_are_results_naming_the_problem(
+        app: AppSpec, args: dict[str, Any], constraints: dict[str, Any], needle: str) -> None:
+    out = _call(app, "product_facts", args, **constraints)
+    assert not out.ok
+    assert out.error is not None and needle in out.error
+
+
+def test_respond_returns_the_final_with_cited_facts(app: AppSpec) -> None:
+    out = _call(app, "respond", {"answer": " It's $49.99 (20% off). ", "cited_facts": [f"{EARBUDS}.price"]})
+    assert out.ok, out.error
+    final = out.content
+    assert isinstance(final, Final)
+    assert final.reply == "It's $49.99 (20% off)."
+    assert final.item_ids == [EARBUDS]  # defaults to the cited products
+    assert final.data["cited_facts"] == [f"{EARBUDS}.price"]
+
+
+def test_sold_out_products_may_be_named(app: AppSpec) -> None:
+    out = _call(app, "respond", {"answer": "Sold out, sorry!", "cited_facts": [f"{SERUM}.stock"]})
+    assert out.ok and isinstance(out.content, Final) and out.content.item_ids == [SERUM]
+    assert not app.require_stock  # so the loop's grounder lets the answer through
+
+
+def test_respond_rejects_facts_and_items_that_do_not_exist(app: AppSpec) -> None:
+    out = _call(app, "respond", {"answer": "x", "cited_facts": [f"{EARBUDS}.warranty", "price"],
+                                 "item_ids": ["lv-nope"]})
+    assert not out.ok and out.error is not None
+    assert f"unknown fact '{EARBUDS}.warranty'" in out.error and "unknown fact 'price'" in out.error
+    assert "unknown item_id 'lv-nope'" in out.error
+
+
+# ------------------------------------------------------------------------------------------------ fallback
+@pytest.mark.parametrize(("question", "constraints", "reply", "cited"), [
+    ("how much is this one?", {"ts_offset_s": 100},
+     "It's $49.99 during the stream (20% off).", [f"{EARBUDS}.price", f"{EARBUDS}.discount_percent"]),
+    ("does the second item come in pink??", {"ts_offset_s": 100},
+     "No pink, sorry — colours: black, silver.", [f"{HEADPHONES}.colours"]),
+    ("which battery lasts longer, this one or the Sonaro headphones?", {"ts_offset_s": 100},
+     "The Sonaro headphones last longer: 40 hours vs 30 hours.",
+     [f"{EARBUDS}.battery_hours", f"{HEADPHONES}.battery_hours"]),
+    ("will the Voltix earbuds last a 35 hour flight?", {"ts_offset_s": 700},
+     "No, it lasts about 30 hours per charge.", [f"{EARBUDS}.battery_hours"]),
+    ("is the GlowLab serum vegan?", {"ts_offset_s": 100}, "Yes, it's vegan.", [f"{SERUM}.vegan"]),
+    ("is it watreproof?", {"ts_offset_s": 100}, "No, it's not waterproof.", [f"{EARBUDS}.waterproof"]),
+    ("when will it be restocked?", {"ts_offset_s": 100}, "Sorry, I'm not sure — the fact sheet doesn't say.", []),
+    ("what's your zodiac sign lol", {"ts_offset_s": 100},
+     "Sorry, I'm not sure — I can only help with the products on this stream.", []),
+    ("how much is it?", {"ts_offset_s": 305},
+     "Sorry, I'm not sure which product you mean — could you name it?", []),
+])
+def test_fallback_answers_from_the_fact_sheet(
+        app: AppSpec, question: str, constraints: dict[str, Any], reply: str, cited: list[str]) -> None:
+    final = fallback(_ctx(app, question, stream_id="stream-t", **constraints), "budget")
+    assert final.reply == reply
+    assert final.data["cited_facts"] == cited
+
+
+def test_fallback_uses_the_request_item_without_a_stream(app: AppSpec) -> None:
+    final = fallback(_ctx(app, "what's in it?", item_id=SERUM), "no_model")
+    assert final.reply == "Ingredients: water, glycerin, niacinamide."
+    assert final.item_ids == [SERUM]
+
+
+def test_loop_without_a_model_degrades_to_the_fallback_and_grounds_it(app: AppSpec) -> None:
+    loop = AgentLoop(app, None)
+    result = loop.run_turn(SessionState(app="livestream"), "is the GlowLab serum vegan?",
+                           constraints={"stream_id": "stream-t", "ts_offset_s": 100})
+    assert result.degraded and result.reason == "no_model"
+    assert result.final.reply == "Yes, it's vegan."
+    assert result.final.item_ids == [SERUM]  # sold out, but a livestream answer may still name it
+
+
+class _Tokenizer:
+    """Just enough of a tokenizer for render_ids: one token per character of the JSON-rendered chat."""
+
+    def apply_chat_template(self, messages: list[dict[str, Any]], tools: Any = None, add_generation_prompt: bool = True,
+                            tokenize: bool = False) -> str:
+        return json.dumps(messages)
+
+    def __call__(self, text: str, add_special_tokens: bool = False) -> dict[str, list[int]]:
+        return {"input_ids": [0] * len(text)}
+
+
+class _Engine:
+    """Replies from a script (the loop needs only generate and tokens_per_second)."""
+
+    tokens_per_second = None
+
+    def __init__(self, replies: list[str]) -> None:
+        self.replies = replies
+
+    def generate(self, requests: Sequence[GenerationRequest]) -> list[list[Completion]]:
+        text = self.replies.pop(0)
+        return [[Completion(request_id=r.request_id, index=0, token_ids=[1], text=text, logprobs=[0.0],
+                            finish_reason="eos", prompt_tokens=1, latency_ms=1.0, weights_version=0)]
+                for r in requests]
+
+
+def test_scripted_model_reads_facts_then_responds_through_the_loop(app: AppSpec) -> None:
+    engine = _Engine([render_call("product_facts", {"keys": ["price"]}),
+                      render_call("respond", {"answer": "$89.99 right now.", "cited_facts": [f"{HEADPHONES}.price"]})])
+    loop = AgentLoop(app, ModelAccess(engine=engine, tokenizer=_Tokenizer()))  # type: ignore[arg-type]
+    session = SessionState(app="livestream")
+    result = loop.run_turn(session, "price??", constraints={"stream_id": "stream-t", "ts_offset_s": 400})
+    assert not result.degraded, result.reason
+    assert result.final.reply == "$89.99 right now." and result.final.item_ids == [HEADPHONES]
+    observation = json.loads(session.messages[2]["content"])
+    assert observation["result"]["facts"] == {"price": "$89.99"}
+
+
+# ------------------------------------------------------------------------------------------------ reward
+PRICE_ANSWER = "It's $49.99 during the stream (20% off)."
+PRICE_FACTS = [f"{EARBUDS}.price", f"{EARBUDS}.discount_percent"]
+
+
+@pytest.mark.parametrize(("task", "reply", "cited", "value", "parts"), [
+    # C = 2/2 facts, H = 1/2 cited, B = 1 (4 words): 1 * (0.6 + 0.2 * 0.5 + 0.2) = 0.9
+    (_task(PRICE_ANSWER, PRICE_FACTS), "It's $49.99 (20% off).", [f"{EARBUDS}.price"], 0.9,
+     {"correctness": 1.0, "helpfulness": 0.5, "brevity": 1.0, "words": 4.0}),
+    # C = 1/2 (no discount), H = 1, B = 1: 0.5 * (0.6 + 0.2 + 0.2) = 0.5
+    (_task(PRICE_ANSWER, PRICE_FACTS), "$49.99", PRICE_FACTS, 0.5,
+     {"correctness": 0.5, "helpfulness": 1.0, "brevity": 1.0, "words": 1.0}),
+    # 45 words: B = 1 - (45 - 30) / 30 = 0.5; C = H = 1: 0.6 + 0.2 + 0.2 * 0.5 = 0.9
+    (_task(PRICE_ANSWER, PRICE_FACTS), "It's $49.99 (20% off)." + " really" * 41, PRICE_FACTS, 0.9,
+     {"correctness": 1.0, "helpfulness": 1.0, "brevity": 0.5, "words": 45.0}),
+    # colours 2/2 but the yes/no is wrong: C = (1 + 0) / 2, H = 0, B = 1: 0.5 * (0.6 + 0 + 0.2) = 0.4
+    (_task("No pink, sorry — colours: black, silver.", [f"{HEADPHONES}.colours"]),
+     "Yes! It comes in black and silver.", [], 0.4,
+     {"correctness": 0.5, "helpfulness": 0.0, "brevity": 1.0, "words": 7.0}),
+    # a flag answered the wrong way round: C = 0 gates everything
+    (_task("Yes, it's vegan.", [f"{SERUM}.vegan"]), "No, it's not vegan.", [f"{SERUM}.vegan"], 0.0,
+     {"correctness": 0.0, "helpfulness": 1.0, "brevity": 1.0, "words": 4.0}),
+    (_task("Yes, it's vegan.", [f"{SERUM}.vegan"]), "Yes, it's vegan.", [f"{SERUM}.vegan"], 1.0,
+     {"correctness": 1.0, "helpfulness": 1.0, "brevity": 1.0, "words": 3.0}),
+    # sold out (stock 0) said in words
+    (_task("Sold out right now (0 left), sorry!", [f"{SERUM}.stock"]), "Sorry, it's sold out.", [], 0.8,
+     {"correctness": 1.0, "helpfulness": 0.0, "brevity": 1.0, "words": 4.0}),
+    # unanswerable: saying so is correct; citing a fact for it is not helpful
+    (_task("", [], "unanswerable"), "Not sure, sorry — the fact sheet doesn't say.", [], 1.0,
+     {"correctness": 1.0, "helpfulness": 1.0, "brevity": 1.0, "words": 9.0}),
+    (_task("", [], "unanswerable"), "I'm not sure.", [f"{EARBUDS}.price"], 0.8,
+     {"correctness": 1.0, "helpfulness": 0.0, "brevity": 1.0, "words": 3.0}),
+    (_task("", [], "off_topic"), "It ships in 3 days.", [], 0.0,
+     {"correctness": 0.0, "helpfulness": 1.0, "brevity": 1.0, "words": 5.0}),
+])
+def test_reward_hand_computed(app: AppSpec, task: Task, reply: str, cited: list[str], value: float,
+                              parts: dict[str, float]) -> None:
+    r = reward(task, Final(reply=reply, data={"cited_facts": cited}), app.catalog)
+    assert r.value == pytest.approx(value)
+    assert r.parts == pytest.approx(parts)
+    assert r.success == (parts["correctness"] == 1.0)
+
+
+# ------------------------------------------------------------------------------------------------ world
+def test_app_from_a_generated_world_and_fallback_answers_most_questions(tmp_path: Path) -> None:
+    config = LivestreamWorldConfig(seed=5, streams=4, products_per_stream_min=3, products_per_stream_max=6,
+                                   questions=150, viewers=20)
+    generate_livestream_world(config, tmp_path)
+    app = livestream_app(tmp_path)
+    assert app.name == "livestream" and app.default_budget_ms == DEFAULT_BUDGET_MS
+    assert app.tools.names == ["product_facts", "respond"]
+    tasks, _ = read_records(tmp_path / "tasks.jsonl", Task)
+    scores = []
+    for task in tasks:
+        constraints = request_constraints(task)
+        assert set(constraints) == {"stream_id", "ts_offset_s"}  # never the ground-truth product
+        final = fallback(_ctx(app, task.messages[0].content, **constraints), "budget")
+        scores.append(reward(task, final, app.catalog).parts["correctness"])
+    assert sum(scores) / len(scores) > 0.9
+
+
+# ------------------------------------------------------------------------------------------------ viewer
+def test_simulated_viewer_nudges_only_when_not_answered() -> None:
+    task = Task(task_id="t", app="livestream", kind="question", messages=[Message(role="user", content="price??")],
+                answer="$5.", meta={"reference": "this_one"})
+    assert simulated_user(task, "It's $5.") == "ok thanks!"
+    assert simulated_user(task, "Which product do you mean?") == "the one on screen right now — price??"
+    named = task.model_copy(update={"meta": {"reference": "named"}})
+    assert simulated_user(named, "") == "pls just answer: price??"

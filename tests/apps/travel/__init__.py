@@ -1,0 +1,1 @@
+"""Travel app tests (a package so test module names may repeat across apps)."""
