@@ -375,6 +375,45 @@ def curate(
     _report(out, {"input_lines": result.funnel["input_lines"], **result.funnel["kept"]})
 
 
+@app.command("serve")
+def serve(
+    agent: Annotated[Path | None, typer.Argument(help="Agent directory (e.g. runs/demo/sft/final); omit to serve "
+                                                      "fallback-only answers.")] = None,
+    world: Annotated[list[Path] | None, typer.Option("--world", "-w", help="World directory of an app (repeat "
+                                                     "for several apps); default: the agent's training world.")]
+    = None,
+    host: Annotated[str, typer.Option(help="Address to bind.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="TCP port.")] = 8000,
+    config: Annotated[Path | None, typer.Option("--config", "-c", help="YAML ServeConfig (serving/server.py).")]
+    = None,
+    api_key: Annotated[str | None, typer.Option(envvar="SIDEKICK_API_KEY", help="Key for the admin routes "
+                                                "(X-API-Key); unset = admin routes off.")] = None,
+    redis_url: Annotated[str | None, typer.Option(help="redis://host:port/db: share sessions between replicas.")]
+    = None,
+    dtype: Annotated[str, typer.Option(help="auto (bf16 where the CPU has it), bf16 or fp32.")] = "auto",
+) -> None:
+    """Serve the REST API (shopping, livestream, travel, OpenAI-compatible chat); OpenAPI docs at /docs."""
+    import uvicorn
+
+    from apps.serve import ServeSetupError, build_server
+    from serving.app import create_app
+    from serving.server import ServeConfig
+
+    if dtype not in ("auto", "bf16", "fp32"):
+        raise UsageError(f"--dtype {dtype!r}: expected auto, bf16 or fp32")
+    if not 0 < port < 65536:
+        raise UsageError(f"--port {port}: expected 1-65535")
+    cfg = _config(ServeConfig, config, {"api_key": api_key, "redis_url": redis_url})
+    try:
+        server = build_server(agent, world or [], cfg, dtype=dtype)  # type: ignore[arg-type]
+    except ServeSetupError as err:
+        raise UsageError(str(err)) from err
+    base = f"http://{host}:{port}"
+    console.print(f"serving {', '.join(server.apps)} on {base}  (docs: {base}/docs, metrics: {base}/metrics)",
+                  highlight=False)
+    uvicorn.run(create_app(server), host=host, port=port, log_level="warning")
+
+
 def main() -> None:
     """Entry point: known errors become one line on stderr and a non-zero exit, never a traceback."""
     try:

@@ -9,6 +9,7 @@ import numpy as np
 
 from harness.agent import ModelAccess, SidResources
 from harness.catalog import Catalog
+from infra.engines.base import Engine
 from infra.engines.hf import HFEngine
 from sid.trie import SidTrie
 from training.models import Agent, load_agent
@@ -36,10 +37,13 @@ def load_model(agent_dir: Path, catalog: Catalog | None, *, dtype: Literal["auto
     return ModelAccess(engine=engine, tokenizer=agent.tokenizer, sid=sid), agent
 
 
-def reload_weights(agent_dir: Path, engine: HFEngine | ModelAccess) -> int:
-    """Read the agent directory's weights again into the live engine; returns the new weights version."""
-    target = engine.engine if isinstance(engine, ModelAccess) else engine
+def reload_weights(agent_dir: Path, engine: Engine) -> int:
+    """Read the agent directory's weights again into the live engine; returns the new weights version.
+
+    Pass the serving front (:class:`~serving.batcher.BatchingEngine`), so the update waits for the
+    batch in flight instead of overlapping it.
+    """
     fresh = load_agent(Path(agent_dir))
-    version = target.weights_version + 1
-    target.update_weights(fresh.model.state_dict(), version)
+    version = engine.weights_version + 1
+    engine.update_weights(fresh.model.state_dict(), version)
     return version
