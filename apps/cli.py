@@ -419,7 +419,7 @@ def main() -> None:
     try:
         app()
     except (RecordError, ConfigError, UsageError, CurationError, FileNotFoundError, NotADirectoryError) as err:
-        console.print(f"[red]error:[/red] {err}", highlight=False)
+        console.print(f"[red]error:[/red] {err}", highlight=False, soft_wrap=True)  # one line, whatever the width
         sys.exit(2 if isinstance(err, UsageError | ConfigError | CurationError) else 1)
 
 

@@ -266,6 +266,9 @@ class AgentLoop:
                 return None
             result.steps += 1
             if not parsed.calls and not parsed.problems:
+                if not parsed.content.strip():  # nothing a user can read: answer from the fallback instead
+                    result.reason = "empty_reply"
+                    return None
                 ctx.session.messages.append({"role": "assistant", "content": parsed.content})
                 return Final(reply=parsed.content)
             ctx.session.messages.append(assistant_message(parsed.content, parsed.calls))

@@ -18,7 +18,11 @@ from contextlib import asynccontextmanager
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, FastAPI, Header, HTTPException, Request, Response
+from fastapi.encoders import jsonable_encoder
+from fastapi.exception_handlers import http_exception_handler, request_validation_exception_handler
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, StreamingResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from harness.agent import Final, TurnResult, render_ids
@@ -396,6 +400,14 @@ async def reload_agent(server: ServerDep, _: AdminDep) -> dict[str, Any]:
 
 
 # ------------------------------------------------------------------------------------------------ the app
+OPENAI_PATHS = ("/v1/chat/", "/v1/models")
+
+
+def exc_headers(exc: Exception) -> dict[str, str]:
+    headers = getattr(exc, "headers", None)
+    return dict(headers) if headers else {}
+
+
 def _errors(app: FastAPI) -> None:
     def handler(status: int, headers: Callable[[Exception], dict[str, str]] | None = None
                 ) -> Callable[[Request, Exception], Awaitable[JSONResponse]]:
@@ -403,6 +415,25 @@ def _errors(app: FastAPI) -> None:
             return JSONResponse({"detail": str(exc)}, status_code=status, headers=headers(exc) if headers else None)
         return respond
 
+    async def openai_aware(request: Request, exc: Exception) -> Response:
+        """FastAPI's 4xx bodies, plus OpenAI's ``error`` object on the OpenAI routes (its clients read that)."""
+        if isinstance(exc, RequestValidationError):
+            response: Response = await request_validation_exception_handler(request, exc)
+            detail: Any = jsonable_encoder(exc.errors())
+        else:
+            assert isinstance(exc, StarletteHTTPException)
+            response = await http_exception_handler(request, exc)
+            detail = exc.detail
+        if not request.url.path.startswith(OPENAI_PATHS) or not isinstance(response, JSONResponse):
+            return response
+        message = detail if isinstance(detail, str) else "; ".join(
+            f"{'.'.join(str(p) for p in e.get('loc', ())[1:]) or 'body'}: {e.get('msg')}" for e in detail)
+        kind = "invalid_request_error" if response.status_code < 500 else "server_error"
+        return JSONResponse({"error": {"message": message, "type": kind, "param": None, "code": None},
+                             "detail": detail}, status_code=response.status_code, headers=dict(exc_headers(exc)))
+
+    app.add_exception_handler(RequestValidationError, openai_aware)
+    app.add_exception_handler(StarletteHTTPException, openai_aware)
     app.add_exception_handler(Overloaded, handler(503, lambda e: {"Retry-After": str(e.retry_after_s)}))  # type: ignore[attr-defined]
     app.add_exception_handler(UnknownApp, handler(404))
     app.add_exception_handler(SessionError, handler(503))

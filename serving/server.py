@@ -52,7 +52,7 @@ class Overloaded(Exception):
         self.retry_after_s = max(1, math.ceil(wait_ms / 1000.0))
 
 
-class UnknownApp(KeyError):
+class UnknownApp(LookupError):
     """The server was not started with this app."""
 
 
@@ -102,7 +102,7 @@ class AgentServer:
     def app(self, name: str) -> ServedApp:
         served = self.apps.get(name)
         if served is None:
-            raise UnknownApp(name)
+            raise UnknownApp(f"app {name!r} is not served here; serving: {', '.join(self.apps) or 'nothing'}")
         return served
 
     def budget_ms(self, app: str, requested: float | None) -> float:

@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import socket
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import numpy as np
 import pytest
 
-from harness.catalog import Item
+from harness.catalog import Catalog, Item
+from sid.build import LABELS_FILE, SIDS_FILE
+from sid.codebook import SidMap
+from sid.quantize import add_collision_suffix
 
 
 @pytest.fixture
@@ -81,3 +86,21 @@ def _wait_for_redis(url: str, proc: subprocess.Popen[bytes], log: Path, timeout_
         if time.monotonic() > end:
             raise RuntimeError(f"redis-server did not answer within {timeout_s} s")
         time.sleep(0.05)
+
+
+def _make_sid_dir(world: Path, out: Path) -> Path:
+    """A readable SID dir without embeddings: level 1 = top category, level 2 = leaf (mod 8), then the suffix."""
+    items = list(Catalog.load(world / "catalog.jsonl")[0])
+    tops = sorted({i.category_path[0] for i in items})
+    leaves = sorted({tuple(i.category_path) for i in items})
+    codes = np.array([[tops.index(i.category_path[0]), leaves.index(tuple(i.category_path)) % 8] for i in items])
+    out.mkdir(parents=True, exist_ok=True)
+    SidMap([i.item_id for i in items], add_collision_suffix(codes)).save(out / SIDS_FILE)
+    (out / LABELS_FILE).write_text(json.dumps({f"<s1_{k}>": t.lower() for k, t in enumerate(tops)}))
+    return out
+
+
+@pytest.fixture(scope="session")
+def make_sid_dir() -> Callable[[Path, Path], Path]:
+    """Factory for a readable SID dir without embeddings (level 1 = top category, level 2 = leaf mod 8)."""
+    return _make_sid_dir

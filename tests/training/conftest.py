@@ -3,16 +3,13 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from harness.catalog import Catalog
 from sid.build import LABELS_FILE, SIDS_FILE
 from sid.codebook import SidMap
-from sid.quantize import add_collision_suffix
 
 SID_SIZES = [4, 3, 2]  # two quantiser levels + the collision suffix
 SID_LABELS = {"<s1_0>": "boots hiking waterproof", "<s1_1>": "tent camping", "<s1_2>": "kitchen knife",
@@ -47,21 +44,3 @@ def sid_dir(tmp_path: Path) -> Path:
     SidMap([f"sku-{i:07d}" for i in range(len(rows))], rows).save(out / SIDS_FILE)
     (out / LABELS_FILE).write_text(json.dumps(SID_LABELS))
     return out
-
-
-def _make_sid_dir(world: Path, out: Path) -> Path:
-    """A readable SID dir without embeddings: level 1 = top category, level 2 = leaf (mod 8), then the suffix."""
-    items = list(Catalog.load(world / "catalog.jsonl")[0])
-    tops = sorted({i.category_path[0] for i in items})
-    leaves = sorted({tuple(i.category_path) for i in items})
-    codes = np.array([[tops.index(i.category_path[0]), leaves.index(tuple(i.category_path)) % 8] for i in items])
-    out.mkdir(parents=True, exist_ok=True)
-    SidMap([i.item_id for i in items], add_collision_suffix(codes)).save(out / SIDS_FILE)
-    (out / LABELS_FILE).write_text(json.dumps({f"<s1_{k}>": t.lower() for k, t in enumerate(tops)}))
-    return out
-
-
-@pytest.fixture(scope="session")
-def make_sid_dir() -> Callable[[Path, Path], Path]:
-    """Factory for a readable SID dir without embeddings (level 1 = top category, level 2 = leaf mod 8)."""
-    return _make_sid_dir
