@@ -7,6 +7,7 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip --disable-pip-version-check -q
 STAMP := $(VENV)/.installed
 DEMO_DIR ?= runs/demo
+DEMO_PORT ?= 8000
 
 .PHONY: demo test test-fast test-slow lint bench clean venv
 
@@ -32,6 +33,26 @@ demo: $(STAMP)
 		--key-file $(DEMO_DIR)/anonymise.key --force
 	$(VENV)/bin/sidekick sid build $(DEMO_DIR)/curated --out $(DEMO_DIR)/sid --force
 	$(VENV)/bin/sidekick sid explain $(DEMO_DIR)/sid sku-0000000
+	@# The agent: the tiny model fine-tuned on the SIDs (about 3 minutes; --resume makes a rerun instant).
+	$(VENV)/bin/sidekick train sft apps/shopping/sft.yaml --resume
+	$(VENV)/bin/sidekick world livestream --out $(DEMO_DIR)/livestream --force
+	$(VENV)/bin/sidekick world travel --out $(DEMO_DIR)/travel --force
+	@echo
+	@echo "Starting the server on http://127.0.0.1:$(DEMO_PORT) (Ctrl-C stops it). Try, from another shell:"
+	@echo "  curl -s localhost:$(DEMO_PORT)/v1/shopping/sessions -H 'content-type: application/json' \\"
+	@echo "       -d '{\"message\": \"waterproof hiking boots under 80\"}'"
+	@echo "  curl -s localhost:$(DEMO_PORT)/v1/shopping/sessions/SESSION_ID/turns -H 'content-type: application/json' \\"
+	@echo "       -d '{\"message\": \"something cheaper\", \"budget_ms\": 1500}'"
+	@echo "  curl -s localhost:$(DEMO_PORT)/v1/livestream/answer -H 'content-type: application/json' \\"
+	@echo "       -d '{\"question\": \"is this one waterproof?\", \"stream_id\": \"stream-0000\", \"ts_offset_s\": 30}'"
+	@echo "  curl -s localhost:$(DEMO_PORT)/v1/travel/plan -H 'content-type: application/json' \\"
+	@echo "       -d '{\"request\": \"a day of museums and a good lunch, Saturday 10:00-18:00\"}'"
+	@echo "  curl -s localhost:$(DEMO_PORT)/v1/chat/completions -H 'content-type: application/json' \\"
+	@echo "       -d '{\"model\": \"sidekick:shopping\", \"messages\": [{\"role\": \"user\", \"content\": \"a tent for two\"}]}'"
+	@echo "  open http://127.0.0.1:$(DEMO_PORT)/docs   (OpenAPI)   ·   curl -s localhost:$(DEMO_PORT)/metrics"
+	@echo
+	$(VENV)/bin/sidekick serve $(DEMO_DIR)/sft/final --world $(DEMO_DIR)/world --world $(DEMO_DIR)/livestream \
+		--world $(DEMO_DIR)/travel --port $(DEMO_PORT)
 
 test: $(STAMP)
 	$(PY) -m pytest -m "not slow" -q
@@ -50,6 +71,7 @@ bench: $(STAMP)
 	$(PY) bench/worlds.py --quick
 	$(PY) bench/sid.py --quick
 	$(PY) bench/curation.py --quick
+	$(PY) bench/serving.py --quick
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache .mypy_cache .ruff_cache

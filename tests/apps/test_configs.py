@@ -12,11 +12,13 @@ from apps.shopping.world import ShoppingWorldConfig
 from apps.travel.world import TravelWorldConfig
 from data_curation.config import CurateConfig
 from infra.config import load_config
+from serving.server import ServeConfig
 from training.sft import SFTConfig
 
 APPS = Path(__file__).resolve().parents[2] / "apps"
 MODELS: dict[str, type[BaseModel]] = {
     "livestream/world.yaml": LivestreamWorldConfig,
+    "serve.yaml": ServeConfig,
     "shopping/curate.yaml": CurateConfig,
     "shopping/sft.yaml": SFTConfig,
     "shopping/world.yaml": ShoppingWorldConfig,
