@@ -6,17 +6,24 @@ import importlib.util
 import json
 import socket
 import subprocess
+import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
+import torch
+from tokenizers import Tokenizer, models, pre_tokenizers
+from transformers import PreTrainedTokenizerFast
 
 from harness.catalog import Catalog, Item
+from infra.engines.base import Completion, GenerationRequest
 from sid.build import LABELS_FILE, SIDS_FILE
 from sid.codebook import SidMap
 from sid.quantize import add_collision_suffix
+from training.chat_template import chat_template
 
 
 @pytest.fixture
@@ -104,3 +111,77 @@ def _make_sid_dir(world: Path, out: Path) -> Path:
 def make_sid_dir() -> Callable[[Path, Path], Path]:
     """Factory for a readable SID dir without embeddings (level 1 = top category, level 2 = leaf mod 8)."""
     return _make_sid_dir
+
+
+# ------------------------------------------------------------------------------------------------ a scripted model
+def word_tokenizer() -> PreTrainedTokenizerFast:
+    """Whitespace word-level tokenizer (unknown words -> <unk>) carrying Sidekick's ChatML + tools template."""
+    vocab = {w: i for i, w in enumerate(["<unk>", "<pad>", "<|im_start|>", "<|im_end|>", "user", "assistant"])}
+    backend = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
+    backend.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok = PreTrainedTokenizerFast(tokenizer_object=backend, unk_token="<unk>", pad_token="<pad>",
+                                  eos_token="<|im_end|>")
+    tok.chat_template = chat_template(None)
+    return tok
+
+
+class ScriptedEngine:
+    """The Engine protocol with scripted output, for tests that need exact model output (a grounding attack,
+    a parse error, a slow model); everything around it is real.
+
+    Each request gets the next reply (``cycle=True``: the replies repeat), either a text or a list of
+    token-id rows (one completion per row, as beam search returns). ``delay_s`` is slept per request.
+    Thread-safe. The tokenizer is a word-level one with the real chat template unless one is given.
+    """
+
+    def __init__(self, replies: Sequence[str | list[list[int]]], tokens_per_second: float | None = None,
+                 delay_s: float = 0.0, *, tokenizer: Any = None, cycle: bool = False) -> None:
+        self.replies, self.cycle, self.delay_s = list(replies), cycle, delay_s
+        self.calls: list[GenerationRequest] = []
+        self._tps = tokens_per_second
+        self._tok = tokenizer if tokenizer is not None else word_tokenizer()
+        self._lock = threading.Lock()
+
+    tokenizer = property(lambda self: self._tok)
+    weights_version = property(lambda self: 0)
+    tokens_per_second = property(lambda self: self._tps)
+    asleep = property(lambda self: False)
+
+    def _next(self, req: GenerationRequest) -> str | list[list[int]]:
+        with self._lock:
+            self.calls.append(req)
+            if self.cycle and self.replies:
+                return self.replies[(len(self.calls) - 1) % len(self.replies)]
+            return self.replies.pop(0) if self.replies else "I am out of script."
+
+    def generate(self, requests: Sequence[GenerationRequest]) -> list[list[Completion]]:
+        out = []
+        for req in requests:
+            reply = self._next(req)
+            if self.delay_s:
+                time.sleep(self.delay_s)
+            rows = ([(r, "") for r in reply] if isinstance(reply, list)
+                    else [(list(range(4, 4 + max(1, len(reply.split())))), reply)])
+            out.append([Completion(request_id=req.request_id, index=k, token_ids=ids, text=text,
+                                   logprobs=[-1.0] * len(ids), finish_reason="eos", prompt_tokens=len(req.prompt),
+                                   latency_ms=1.0, weights_version=0) for k, (ids, text) in enumerate(rows)])
+        return out
+
+    def update_weights(self, state_dict: Mapping[str, torch.Tensor], version: int) -> None:
+        return None
+
+    def sleep(self, level: int = 1) -> None:
+        return None
+
+    def wake(self) -> None:
+        return None
+
+
+@pytest.fixture
+def scripted() -> type[ScriptedEngine]:
+    return ScriptedEngine
+
+
+@pytest.fixture
+def chat_tokenizer() -> PreTrainedTokenizerFast:
+    return word_tokenizer()

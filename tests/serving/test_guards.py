@@ -11,22 +11,20 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
-import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
-import torch
 from transformers import AutoTokenizer
 
 from apps.serve import load_apps
 from harness.agent import ModelAccess
 from harness.catalog import Catalog, Item
 from harness.protocol import render_call
-from infra.engines.base import Completion, GenerationRequest
 from serving.app import create_app
 from serving.background import BackgroundServer
 from serving.server import AgentServer, ServeConfig
@@ -35,49 +33,17 @@ pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
 
 
-class ScriptedModel:
-    """The Engine protocol with canned replies (cycled), after ``delay_s`` per call; counts calls."""
-
-    def __init__(self, tokenizer: object, replies: Sequence[str], delay_s: float = 0.0) -> None:
-        self._tok, self.replies, self.delay_s = tokenizer, list(replies), delay_s
-        self.calls = 0
-        self._lock = threading.Lock()
-
-    tokenizer = property(lambda self: self._tok)
-    weights_version = property(lambda self: 0)
-    tokens_per_second = property(lambda self: None)
-    asleep = property(lambda self: False)
-
-    def generate(self, requests: Sequence[GenerationRequest]) -> list[list[Completion]]:
-        time.sleep(self.delay_s)
-        out = []
-        for req in requests:
-            with self._lock:
-                text = self.replies[self.calls % len(self.replies)]
-                self.calls += 1
-            out.append([Completion(request_id=req.request_id, index=0, token_ids=[5, 6], text=text,
-                                   logprobs=[-1.0, -1.0], finish_reason="eos", prompt_tokens=len(req.prompt),
-                                   latency_ms=self.delay_s * 1000, weights_version=0)])
-        return out
-
-    def update_weights(self, state_dict: Mapping[str, torch.Tensor], version: int) -> None:
-        return None
-
-    def sleep(self, level: int = 1) -> None:
-        return None
-
-    def wake(self) -> None:
-        return None
-
-
 @pytest.fixture
-def serve_scripted(worlds: dict[str, Path], tiny_agent: Path) -> Iterator[Callable[..., tuple[str, AgentServer]]]:
-    """``start(replies, delay_s=0, **ServeConfig fields)``: a live shopping server whose model is scripted."""
+def serve_scripted(worlds: dict[str, Path], tiny_agent: Path, scripted: Any
+                   ) -> Iterator[Callable[..., tuple[str, AgentServer]]]:
+    """``start(replies, delay_s=0, **ServeConfig fields)``: a live shopping server whose model is scripted
+    (replies cycled, the tiny agent's tokenizer)."""
     tokenizer = AutoTokenizer.from_pretrained(tiny_agent)
     running: list[BackgroundServer] = []
 
     def start(replies: Sequence[str], delay_s: float = 0.0, **config: object) -> tuple[str, AgentServer]:
-        model = ModelAccess(engine=ScriptedModel(tokenizer, replies, delay_s), tokenizer=tokenizer)
+        engine = scripted(replies, delay_s=delay_s, tokenizer=tokenizer, cycle=True)
+        model = ModelAccess(engine=engine, tokenizer=tokenizer)
         server = AgentServer(load_apps([worlds["shopping"]]), model, ServeConfig.model_validate(config))
         background = BackgroundServer(create_app(server))
         running.append(background)

@@ -1,20 +1,13 @@
-"""Shared fixtures of the shopping agent tests: a hand-made catalog and a scripted engine.
+"""Shared fixtures of the shopping agent tests: a hand-made catalog (the scripted engine is in tests/conftest.py).
 
 Run: .venv/bin/python -m pytest tests/apps/shopping -q
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-
 import pytest
-import torch
-from tokenizers import Tokenizer, models, pre_tokenizers
-from transformers import PreTrainedTokenizerFast
 
 from harness.catalog import Catalog, Item
-from infra.engines.base import Completion, GenerationRequest
-from training.chat_template import chat_template
 
 BOOTS = ["Outdoor", "Footwear", "Hiking boots"]
 TENTS = ["Outdoor", "Camping", "Tents"]
@@ -48,65 +41,3 @@ def make_catalog() -> Catalog:
 @pytest.fixture
 def catalog() -> Catalog:
     return make_catalog()
-
-
-def word_tokenizer() -> PreTrainedTokenizerFast:
-    """A whitespace word-level tokenizer (unknown words -> <unk>) with Sidekick's ChatML + tools template."""
-    vocab = {w: i for i, w in enumerate(["<unk>", "<pad>", "<|im_start|>", "<|im_end|>", "user", "assistant"])}
-    backend = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
-    backend.pre_tokenizer = pre_tokenizers.Whitespace()
-    tok = PreTrainedTokenizerFast(tokenizer_object=backend, unk_token="<unk>", pad_token="<pad>",
-                                  eos_token="<|im_end|>")
-    tok.chat_template = chat_template(None)
-    return tok
-
-
-class ScriptedEngine:
-    """The Engine protocol with scripted output: each request gets the next reply, either a text or a list
-    of token-id rows (one completion per row, as beam search returns)."""
-
-    def __init__(self, replies: Sequence[str | list[list[int]]]) -> None:
-        self.replies = list(replies)
-        self.calls: list[GenerationRequest] = []
-        self._tok = word_tokenizer()
-
-    @property
-    def tokenizer(self) -> PreTrainedTokenizerFast:
-        return self._tok
-
-    @property
-    def weights_version(self) -> int:
-        return 0
-
-    @property
-    def tokens_per_second(self) -> float | None:
-        return None
-
-    @property
-    def asleep(self) -> bool:
-        return False
-
-    def generate(self, requests: Sequence[GenerationRequest]) -> list[list[Completion]]:
-        out = []
-        for req in requests:
-            self.calls.append(req)
-            reply = self.replies.pop(0) if self.replies else "I am out of script."
-            rows = [(r, "") for r in reply] if isinstance(reply, list) else [([4, 5], reply)]
-            out.append([Completion(request_id=req.request_id, index=k, token_ids=ids, text=text,
-                                   logprobs=[-1.0] * len(ids), finish_reason="eos", prompt_tokens=1,
-                                   latency_ms=1.0, weights_version=0) for k, (ids, text) in enumerate(rows)])
-        return out
-
-    def update_weights(self, state_dict: Mapping[str, torch.Tensor], version: int) -> None:
-        return None
-
-    def sleep(self, level: int = 1) -> None:
-        return None
-
-    def wake(self) -> None:
-        return None
-
-
-@pytest.fixture
-def scripted() -> type[ScriptedEngine]:
-    return ScriptedEngine
