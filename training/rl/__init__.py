@@ -1,0 +1,1 @@
+"""RL runtime: algorithms, rollout, controller, cascade."""
