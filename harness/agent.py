@@ -204,13 +204,34 @@ class LoopConfig:
     temperature: float = 0.0
     top_p: float = 1.0
     seed: int | None = None
-    max_prompt_tokens: int = 2048
+    max_prompt_tokens: int = 4096
 
 
 def render_ids(tokenizer: Any, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> list[int]:
     """Prompt token ids: the chat template with tools and the assistant generation prompt."""
     text = tokenizer.apply_chat_template(messages, tools=tools or None, add_generation_prompt=True, tokenize=False)
     return [int(i) for i in tokenizer(text, add_special_tokens=False)["input_ids"]]
+
+
+def fit_prompt(tokenizer: Any, system_prompt: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]],
+               max_tokens: int) -> list[int] | None:
+    """The prompt ids with the system turn, the tools and the first user message always kept; when too long,
+    the oldest later messages go first (a tool message never without the call it answers). None if even
+    system + tools + first user + latest message do not fit (the caller falls back)."""
+    system = {"role": "system", "content": system_prompt}
+    ids = render_ids(tokenizer, [system, *messages], tools)
+    if len(ids) <= max_tokens:
+        return ids
+    first = next((i for i, m in enumerate(messages) if m.get("role") == "user"), 0)
+    head, rest = messages[:first + 1], messages[first + 1:]
+    while len(rest) > 1:
+        rest = rest[1:]
+        while rest and rest[0].get("role") == "tool":  # orphaned tool results go with their call
+            rest = rest[1:]
+        ids = render_ids(tokenizer, [system, *head, *rest], tools)
+        if len(ids) <= max_tokens:
+            return ids
+    return None
 
 
 class AgentLoop:
@@ -281,10 +302,11 @@ class AgentLoop:
     def _generate(self, ctx: TurnContext, result: TurnResult) -> ParsedReply | None:
         assert self.model is not None
         cfg, engine = self.config, self.model.engine
-        messages = [{"role": "system", "content": self.app.system_prompt}, *ctx.session.messages]
-        ids = render_ids(self.model.tokenizer, messages, self.app.tools.schemas())
-        if len(ids) > cfg.max_prompt_tokens:
-            ids = ids[-cfg.max_prompt_tokens:]
+        ids = fit_prompt(self.model.tokenizer, self.app.system_prompt, ctx.session.messages, self.app.tools.schemas(),
+                         cfg.max_prompt_tokens)
+        if ids is None:
+            result.reason = "prompt_too_long"
+            return None
         if ctx.budget.expired():
             result.reason = "budget"
             return None

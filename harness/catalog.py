@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
@@ -104,3 +104,27 @@ class Catalog:
 
     def save(self, path: Path | str) -> int:
         return write_records(path, self, Item)
+
+
+CARD_TITLE_CHARS = 90
+"""Titles in item cards are cut to this many characters (the model's context is small)."""
+CARD_ATTRIBUTES = ("brand", "colour", "material", "size", "features")
+
+
+def item_card(item: Item) -> dict[str, Any]:
+    """An item as tools show it to the model (and SFT trajectories train on): id, title, price, category,
+    rating and key facets; ``in_stock: false`` only when sold out."""
+    attrs = []
+    for key in CARD_ATTRIBUTES:
+        value = item.attributes.get(key)
+        if isinstance(value, list):
+            value = ", ".join(str(v) for v in value)
+        if value not in (None, ""):
+            attrs.append(f"{key}: {value}")
+    card: dict[str, Any] = {"item_id": item.item_id, "title": item.title[:CARD_TITLE_CHARS], "price": item.price,
+                            "category": " > ".join(item.category_path), "rating": item.rating}
+    if attrs:
+        card["attrs"] = "; ".join(attrs)
+    if not item.in_stock:
+        card["in_stock"] = False
+    return card

@@ -109,6 +109,22 @@ def _loads_object(raw: str) -> dict[str, Any]:
     return obj
 
 
+def _restore_open_tags(text: str) -> str:
+    """Put back a missing ``<tool_call>`` before a JSON object that a ``</tool_call>`` closes (small models often
+    drop the opening tag): the object starts at the first ``{`` after the previous block or the start."""
+    out, pos = [], 0
+    for close in re.finditer(re.escape(TOOL_CALL_END), text):
+        segment = text[pos:close.start()]
+        if TOOL_CALL_START not in segment:
+            brace = segment.find("{")
+            if brace >= 0:
+                segment = segment[:brace] + TOOL_CALL_START + segment[brace:]
+        out.append(segment + TOOL_CALL_END)
+        pos = close.end()
+    out.append(text[pos:])
+    return "".join(out)
+
+
 def parse_reply(text: str) -> ParsedReply:
     """Split model output into free text and tool calls; unreadable calls become problems, never exceptions.
 
@@ -118,6 +134,7 @@ def parse_reply(text: str) -> ParsedReply:
     """
     calls: list[ToolCall] = []
     problems: list[ParseProblem] = []
+    text = _restore_open_tags(text)
     for match in _CALL_BLOCK.finditer(text):
         raw = match.group(1)
         snippet = raw.strip()[:200]

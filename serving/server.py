@@ -33,7 +33,8 @@ class ServeConfig(BaseModel):
     gather_ms: float = Field(5.0, ge=0, description="How long the batcher waits to fill a batch, ms; 0 = no wait.")
     batching: bool = Field(True, description="False = one request at a time (the no-batching baseline).")
     max_new_tokens: int = Field(192, ge=1, description="Ceiling on output tokens per model call.")
-    max_prompt_tokens: int = Field(2048, ge=64, description="Prompts longer than this keep their tail.")
+    max_prompt_tokens: int = Field(4096, ge=64, description="Prompt token limit; the oldest messages after "
+                                   "the first user message are dropped to fit.")
     max_body_bytes: int = Field(256 * 1024, ge=1024, description="Larger request bodies get 413.")
     worker_threads: int = Field(64, ge=1, description="Turns running at once (the rest queue).")
     timeout_grace_ms: float = Field(2000.0, ge=0, description="Past budget + grace a turn answers from fallback.")

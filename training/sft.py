@@ -58,6 +58,7 @@ from training.sft_data import (
     IGNORE,
     Batch,
     Row,
+    TrajectorySpec,
     build_shopping_sft,
     collate,
     encode_all,
@@ -132,10 +133,19 @@ class SFTConfig(BaseModel):
     eval_fraction: float = Field(default=0.1, ge=0, lt=1, description="Share of tasks held out (by task-id hash).")
     align_items: int = Field(default=-1, ge=-1, description="Catalog items with alignment examples; -1 = all.")
     targets_per_task: int = Field(default=3, ge=1, description="Examples per task (set targets: its first ids).")
+    trajectories_per_task: int = Field(default=0, ge=0, description="Tool-call trajectories per training task in "
+                                       "the harness protocol (sid_retrieve / bundle -> respond; ask_user first for "
+                                       "multi_turn); 0 (default) = none. Needs trajectory_spec, and a max_seq_len "
+                                       "that holds the system prompt and tool schemas (about 2k tokens on tiny).")
+    trajectory_spec: TrajectorySpec | None = Field(
+        default=None, description="The app's system prompt and tool schemas that trajectories are rendered with "
+        "(as the serving loop renders them); required when trajectories_per_task > 0, dropped when it is 0 (so a "
+        "caller may always pass it). None (default) = unset.")
     save_every: int = Field(default=100, ge=0, description="Checkpoint every N steps (and at the end); 0 = end only.")
     keep_checkpoints: int = Field(default=2, ge=1, description="Most recent checkpoints kept (default 2).")
     log_every: int = Field(default=10, ge=1, description="Steps between metric lines (default 10).")
-    seed: int = Field(default=0, ge=0, description="Seeds data order, LoRA init and dropout (default 0).")
+    seed: int = Field(default=0, ge=0, description="Seeds data order, trajectory results, LoRA init and dropout "
+                      "(default 0).")
     workers: int = Field(default=1, ge=1, description="Data-parallel workers; 1 (default) = this process, "
                          ">1 = Ray actors with torch.distributed.")
     threads: int = Field(default=0, ge=0, description="Torch threads per worker; 0 = torch's default (one "
@@ -150,6 +160,11 @@ class SFTConfig(BaseModel):
         if self.batch_size % self.workers:
             raise ValueError(f"batch_size {self.batch_size} must be a multiple of workers {self.workers} "
                              "(each worker takes an equal share of every micro-batch)")
+        if self.trajectories_per_task > 0 and self.trajectory_spec is None:
+            raise ValueError("trajectories_per_task > 0 needs trajectory_spec: the app's system prompt and tool "
+                             "schemas, e.g. from apps.shopping.agent (SYSTEM_PROMPT, shopping_tools().schemas())")
+        if self.trajectories_per_task == 0:
+            self.trajectory_spec = None  # unused: kept out of checkpoints, manifests and the resume check
         return self
 
     @property
@@ -300,7 +315,7 @@ class SFTTrainer:
 
     def _setup_model(self) -> None:
         cfg = self.cfg
-        corpus = world_corpus(cfg.world) if cfg.base == TINY else None
+        corpus = world_corpus(cfg.world, cfg.trajectory_spec) if cfg.base == TINY else None
         model, tokenizer = load_base(cfg.base, dtype="fp32", cache_dir=cfg.cache_dir, corpus=corpus)
         self.token_map = make_sid_aware(model, tokenizer, cfg.sid)
         self.tokenizer = tokenizer
@@ -315,8 +330,10 @@ class SFTTrainer:
     def _setup_data(self) -> None:
         cfg = self.cfg
         assert self.tokenizer is not None
-        data = build_shopping_sft(cfg.world, cfg.sid, eval_fraction=cfg.eval_fraction, align_items=cfg.align_items,
-                                  targets_per_task=cfg.targets_per_task)
+        data = build_shopping_sft(
+            cfg.world, cfg.sid, eval_fraction=cfg.eval_fraction, align_items=cfg.align_items,
+            targets_per_task=cfg.targets_per_task, trajectories_per_task=cfg.trajectories_per_task,
+            spec=cfg.trajectory_spec, seed=cfg.seed)
         train, dropped = encode_all(self.tokenizer, data.train, cfg.max_seq_len)
         evals, _ = encode_all(self.tokenizer, data.eval[:cfg.eval_max], cfg.max_seq_len)
         self.rows = pack_examples(shuffled(train, cfg.seed), cfg.max_seq_len, cfg.packing)

@@ -1,6 +1,6 @@
-"""SFT data for the shopping app: item alignment and intent -> SID examples, tokenised, masked and packed.
+"""SFT data for the shopping app: item alignment, intent -> SID and tool-call trajectories, tokenised, masked, packed.
 
-Two families of chat examples, each carrying a ``kind`` so evaluation can report per kind:
+Three families of chat examples, each carrying a ``kind`` so evaluation can report per kind:
 
 - **Item alignment** (LC-Rec, Zheng et al. 2024, "Adapting LLMs by Integrating Collaborative Semantics
   for Recommendation"): tasks that make SID tokens operable by the LLM — ``align_title_sid`` (title ->
@@ -12,12 +12,24 @@ Two families of chat examples, each carrying a ``kind`` so evaluation can report
   Set targets train on the first ``targets_per_task`` (best-rated) ids, one example each; bundles
   answer one SID per slot, one line each; ``multi_turn`` tasks become opening message -> clarifying
   question -> the hidden constraints as a second user turn -> SID. ``kind`` is the task's kind.
+- **Tool-call trajectories** (``traj_<task kind>``): what a good agent does in the harness
+  (:class:`harness.agent.AgentLoop`), rendered as serving renders it — the app's system prompt and
+  tool schemas (a :class:`TrajectorySpec`, filled by the caller from the app: ``training`` never
+  imports ``apps``), the user's intent, then the assistant calls ``sid_retrieve`` (filters the user
+  stated: ``price_max``), the tool answers with item cards (the targets and a few distractors that
+  break a stated constraint, in a seeded order), and the assistant calls ``respond`` with the
+  targets' ids, best first. Bundles call ``bundle`` (slots + budget) and respond with one item per
+  slot; ``multi_turn`` tasks first call ``ask_user`` with the clarifying question and get the hidden
+  constraints as the next user turn. See :func:`trajectory_examples`.
 
 Tasks are split by a hash of ``task_id`` (:func:`is_held_out`), so a task is held out in every run,
 whatever the world's size or order; only intent examples of held-out tasks are evaluated on.
 
 Loss only on assistant tokens: :func:`encode_example` takes the mask from the chat template's
-``{% generation %}`` blocks (``return_assistant_tokens_mask``). :func:`pack_examples` concatenates
+``{% generation %}`` blocks (``return_assistant_tokens_mask``); an assistant message with
+``"weight": 0`` (as in OpenAI's fine-tuning format) is context, not target — the loop writes it, the
+model never generates it. Trajectories are never truncated: one longer than ``max_seq_len`` is an
+error that names the length needed. :func:`pack_examples` concatenates
 short examples into rows of at most ``max_seq_len`` tokens whose ``position_ids`` restart at 0 for
 every example; transformers turns restarting positions (with no 2-D attention mask) into a
 block-diagonal causal mask, so packed examples never attend to each other. Targets are shifted
@@ -28,6 +40,7 @@ example is trained to predict the first token of the next one.
 from __future__ import annotations
 
 import hashlib
+import json
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -36,9 +49,11 @@ from typing import Any
 
 import numpy as np
 import torch
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 from transformers import PreTrainedTokenizerBase
 
-from harness.catalog import Catalog, Item
+from harness.catalog import Catalog, Item, item_card
+from harness.protocol import ToolCall, ToolResult, assistant_message
 from harness.tasks import Task
 from infra.layout import TASKS_FILE
 from infra.recordio import RecordReader
@@ -49,6 +64,8 @@ from training.models import SID_END, SID_START
 IGNORE = -100
 """Label / target id that the loss ignores (prompt tokens, padding, the last token of each example)."""
 ALIGN_KINDS = ("align_title_sid", "align_sid_title", "align_sid_category", "align_attr_prefix")
+TRAJ_PREFIX = "traj_"
+"""Kind prefix of tool-call trajectories: ``traj_explicit``, ``traj_bundle``, …"""
 _SPLIT_SALT = "sidekick.sft.split/1"
 
 
@@ -60,10 +77,12 @@ class SftDataError(ValueError):
 class ChatExample:
     """One chat (OpenAI-style messages ending with the assistant turn trained on) and what it teaches."""
 
-    messages: list[dict[str, str]]
+    messages: list[dict[str, Any]]
     kind: str
     source: str
-    """The item id (alignment), the group key (attribute prefix) or the task id (intent)."""
+    """The item id (alignment), the group key (attribute prefix) or the task id (intent, trajectory)."""
+    tools: list[dict[str, Any]] | None = None
+    """Tool schemas the chat template lists in the system turn (trajectories); None = no tools."""
 
 
 @dataclass
@@ -102,15 +121,18 @@ def load_tasks(world: Path) -> list[Task]:
     return [t for t in RecordReader(path, Task) if t.app == "shopping" and t.target is not None]
 
 
-def world_corpus(world: Path) -> list[str]:
-    """Titles, category paths and task messages of a world: what the ``tiny`` base trains its tokenizer on."""
+def world_corpus(world: Path, spec: TrajectorySpec | None = None) -> list[str]:
+    """Titles, category paths and task messages of a world: what the ``tiny`` base trains its tokenizer on.
+
+    With ``spec`` (trajectories are trained) also its system prompt and tool schemas, which every
+    trajectory and every serving prompt carries: ~40 % fewer tokens for them in the tiny vocabulary."""
     catalog_path, _ = find_catalog(Path(world))
     texts: list[str] = []
     for item in RecordReader(catalog_path, Item):
         texts += [item.title, " > ".join(item.category_path)]
     for task in load_tasks(world):
         texts += [m.content for m in task.messages]
-    return texts
+    return texts + (spec.corpus() if spec is not None else [])
 
 
 # ------------------------------------------------------------------------------------------------
@@ -223,9 +245,231 @@ def intent_examples(tasks: Iterable[Task], sid_map: SidMap, targets_per_task: in
     return out
 
 
+# ------------------------------------------------------------------------------------------------
+# Tool-call trajectories (the harness protocol)
+# ------------------------------------------------------------------------------------------------
+SID_RETRIEVE, BUNDLE, ASK_USER, RESPOND = "sid_retrieve", "bundle", "ask_user", "respond"
+TRAJECTORY_TOOLS = (SID_RETRIEVE, BUNDLE, ASK_USER, RESPOND)
+"""The tools a trajectory calls; a :class:`TrajectorySpec` must declare them."""
+_SENT = {"sent": True}
+"""What the loop tells the model after a grounded ``ask_user`` / ``respond`` (``AgentLoop._ground``)."""
+_REPLY_ONE = ("Here is the best match for you.", "I found this one for you.", "This one fits what you asked for.")
+_REPLY_MANY = ("Here are {n} options that fit what you asked for, best first.", "I found {n} good matches for you.",
+               "These {n} items match your request.")
+
+
+class TrajectorySpec(BaseModel):
+    """What the serving loop renders before every conversation: the app's system prompt and tool schemas.
+
+    Trajectories must be rendered exactly as :meth:`harness.agent.AgentLoop._generate` renders a
+    prompt, so the caller fills this from the app, e.g. ``TrajectorySpec(system_prompt=SYSTEM_PROMPT,
+    tools=shopping_tools().schemas())`` from ``apps.shopping.agent``.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    system_prompt: str = Field(min_length=1, description="The app's system prompt (AppSpec.system_prompt).")
+    tools: list[dict[str, Any]] = Field(min_length=1, description="OpenAI tool schemas, in the order the app "
+                                        "lists them (AppSpec.tools.schemas()).")
+
+    @model_validator(mode="after")
+    def _declares_called_tools(self) -> TrajectorySpec:
+        names = {(t.get("function") or t).get("name") for t in self.tools}
+        missing = [n for n in TRAJECTORY_TOOLS if n not in names]
+        if missing:
+            raise ValueError(f"the tool schemas lack {missing}, which trajectories call")
+        return self
+
+    def corpus(self) -> list[str]:
+        """The system prompt and one JSON line per tool (as the chat template lists them)."""
+        return [self.system_prompt, *(json.dumps(t) for t in self.tools)]
+
+
+def breaks_constraints(item: Item, constraints: dict[str, Any]) -> bool:
+    """True when ``item`` visibly fails a stated shopping constraint (keys of ``apps/shopping/constraints.py``):
+    out of stock, outside the category, another facet value, a missing feature, a price out of bounds.
+    What makes a distractor safe: an item that meets every constraint but is not a target is never one."""
+    category = constraints.get("category")
+    if not item.in_stock or (category and item.category_path[:len(category)] != list(category)):
+        return True
+    for key, want in (constraints.get("attributes") or {}).items():
+        if str(item.attributes.get(key, "")).lower() != str(want).lower():
+            return True
+    have = item.attributes.get("features", [])
+    have_set = {f.lower() for f in have} if isinstance(have, list) else set()
+    if any(f.lower() not in have_set for f in constraints.get("features") or []):
+        return True
+    lo, hi = constraints.get("price_min"), constraints.get("price_max")
+    if (lo is not None or hi is not None) and item.price is None:
+        return True
+    return (lo is not None and item.price is not None and item.price < lo) or \
+        (hi is not None and item.price is not None and item.price > hi)
+
+
+class _Calls:
+    """Numbers the calls of one trajectory (``call_1``, ``call_2``…): ids are not rendered, but stay stable."""
+
+    def __init__(self) -> None:
+        self.n = 0
+
+    def turn(self, name: str, arguments: dict[str, Any], content: Any) -> list[dict[str, Any]]:
+        """The assistant message making one call, and the tool message with its (successful) result."""
+        self.n += 1
+        call = ToolCall(name=name, arguments=arguments, id=f"call_{self.n}")
+        result = ToolResult(name=name, call_id=call.id, ok=True, content=content)
+        return [assistant_message("", [call]), result.to_message()]
+
+    def last(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        """The final assistant message (the call that ends the turn; its result is not part of the example)."""
+        self.n += 1
+        return assistant_message("", [ToolCall(name=name, arguments=arguments, id=f"call_{self.n}")])
+
+
+@dataclass
+class _Neighbours:
+    """Items with a SID grouped by their first one and two code levels: where a SID beam search's misses lie."""
+
+    catalog: Catalog
+    sid_map: SidMap
+    by_prefix: dict[tuple[int, ...], list[str]]
+    all_ids: list[str]
+
+    @classmethod
+    def build(cls, catalog: Catalog, sid_map: SidMap) -> _Neighbours:
+        ids = [i for i in sid_map.item_ids if i in catalog]
+        groups: dict[tuple[int, ...], list[str]] = defaultdict(list)
+        for item_id in ids:
+            codes = sid_map.codes_of(item_id)
+            groups[codes[:2]].append(item_id)
+            groups[codes[:1]].append(item_id)
+        return cls(catalog, sid_map, dict(groups), ids)
+
+    def distractors(self, near: str, constraints: dict[str, Any], price_max: float | None, exclude: set[str],
+                    n: int, rng: np.random.Generator) -> list[str]:
+        """Up to ``n`` items a filtered SID retrieval could return (in stock, within ``price_max``) that break a
+        constraint, nearest to ``near`` in SID space first (same 2-level prefix, then 1-level, then any)."""
+        codes = self.sid_map.codes_of(near)
+        out: list[str] = []
+        for pool in (self.by_prefix.get(codes[:2], []), self.by_prefix.get(codes[:1], []), self.all_ids):
+            for k in rng.permutation(len(pool)):
+                item = self.catalog[pool[int(k)]]
+                if item.item_id in exclude or not item.in_stock or not breaks_constraints(item, constraints):
+                    continue
+                if price_max is not None and (item.price is None or item.price > price_max):
+                    continue
+                out.append(item.item_id)
+                exclude.add(item.item_id)
+                if len(out) == n:
+                    return out
+        return out
+
+
+def _opening(task: Task, spec: TrajectorySpec, calls: _Calls) -> list[dict[str, Any]]:
+    """System prompt and the user's intent; for ``multi_turn``: + ask_user, its result, the question as the loop
+    writes it (context, ``weight`` 0) and the user's answer with the hidden constraints."""
+    messages: list[dict[str, Any]] = [{"role": "system", "content": spec.system_prompt}]
+    messages += [{"role": m.role, "content": m.content} for m in task.messages if m.role != "system"]
+    if task.kind == "multi_turn" and task.hidden:
+        question = clarifying_question(task)
+        messages += calls.turn(ASK_USER, {"question": question}, _SENT)
+        messages += [{"role": "assistant", "content": question, "weight": 0},
+                     {"role": "user", "content": hidden_constraints_text(task.hidden)}]
+    return messages
+
+
+def _retrieval_trajectory(task: Task, spec: TrajectorySpec, nb: _Neighbours, j: int, rng: np.random.Generator,
+                          shown_targets: int, distractors: int) -> list[dict[str, Any]] | None:
+    """intent -> sid_retrieve -> cards (targets + distractors, shuffled) -> respond(targets, best first)."""
+    assert task.target is not None
+    slot = [i for i in task.target.slots[0] if i in nb.sid_map and i in nb.catalog and nb.catalog[i].in_stock]
+    if not slot:
+        return None
+    rotated = slot[j % len(slot):] + slot[:j % len(slot)]
+    targets = sorted(rotated[:shown_targets], key=slot.index)  # best first, as the task lists them
+    price_max = task.constraints.get("price_max")
+    args: dict[str, Any] = {} if price_max is None else {"price_max": float(price_max)}
+    extra = nb.distractors(targets[0], task.constraints, args.get("price_max"), set(task.target.item_ids),
+                           distractors, rng)
+    shown = [targets[int(k)] if k < len(targets) else extra[int(k) - len(targets)]
+             for k in rng.permutation(len(targets) + len(extra))]
+    calls = _Calls()
+    messages = _opening(task, spec, calls)
+    messages += calls.turn(SID_RETRIEVE, args, {"items": [item_card(nb.catalog[i]) for i in shown]})
+    text = (_pick(_REPLY_ONE, f"{task.task_id}:{j}") if len(targets) == 1
+            else _pick(_REPLY_MANY, f"{task.task_id}:{j}").format(n=len(targets)))
+    return [*messages, calls.last(RESPOND, {"text": text, "item_ids": targets})]
+
+
+def _bundle_pick(task: Task, catalog: Catalog, j: int) -> list[Item] | None:
+    """One target per slot within the budget: each slot's j-th best (wrapping), else each slot's cheapest."""
+    assert task.target is not None
+    raw_budget = task.constraints.get("budget")
+    budget = float("inf") if raw_budget is None else float(raw_budget)
+    slots = [[catalog[i] for i in s if i in catalog and catalog[i].in_stock and catalog[i].price is not None]
+             for s in task.target.slots]
+    if any(not s for s in slots):
+        return None
+    for pick in ([s[j % len(s)] for s in slots], [min(s, key=lambda i: (i.price, i.item_id)) for s in slots]):
+        if sum(float(i.price or 0.0) for i in pick) <= budget + 1e-9 and len({i.item_id for i in pick}) == len(pick):
+            return pick
+    return None
+
+
+def _bundle_trajectory(task: Task, spec: TrajectorySpec, catalog: Catalog, j: int) -> list[dict[str, Any]] | None:
+    """intent -> bundle(slots, budget) -> one card per slot (what the tool returns) -> respond(bundles=[ids])."""
+    slots, raw_budget = task.constraints.get("slots"), task.constraints.get("budget")
+    if not slots or raw_budget is None:
+        return None
+    budget = float(raw_budget)
+    pick = _bundle_pick(task, catalog, j)
+    if pick is None or len(slots) != len(pick):
+        return None
+    total = round(sum(float(i.price or 0.0) for i in pick), 2)
+    cards = [{**item_card(i), "slot": " > ".join(s)} for i, s in zip(pick, slots, strict=True)]
+    calls = _Calls()
+    messages = _opening(task, spec, calls)
+    messages += calls.turn(BUNDLE, {"slots": [list(s) for s in slots], "budget": budget},
+                           {"items": cards, "total": total, "budget": budget})
+    text = f"Here is a bundle within your budget of {budget:g} (total {total:.2f})."
+    return [*messages, calls.last(RESPOND, {"text": text, "bundles": [[i.item_id for i in pick]]})]
+
+
+def trajectory_examples(tasks: Iterable[Task], catalog: Catalog, sid_map: SidMap, spec: TrajectorySpec, *,
+                        per_task: int = 1, seed: int = 0, shown_targets: int = 3,
+                        distractors: int = 3) -> list[ChatExample]:
+    """``per_task`` tool-call trajectories per task (kind ``traj_<task kind>``), as the harness renders them.
+
+    Single and set targets: the ``sid_retrieve`` result holds ``shown_targets`` targets (trajectory
+    ``j`` starts at the slot's ``j``-th id, so set targets vary) and up to ``distractors`` items that
+    break a stated constraint, nearest the first target in SID space, in an order drawn from
+    ``(seed, task_id, j)``; ``respond`` names the shown targets, best first. Bundles: the ``bundle``
+    result holds one target per slot within the budget. A task whose targets are gone (not in the
+    catalog, no SID, out of stock) or whose bundle fits no budget yields none.
+    """
+    nb = _Neighbours.build(catalog, sid_map)
+    out = []
+    for task in tasks:
+        assert task.target is not None, f"task {task.task_id} has no target"
+        for j in range(per_task):
+            rng = np.random.default_rng([seed, int(_unit(f"traj:{task.task_id}") * 2**32), j])
+            if task.target.kind == "bundle":
+                messages = _bundle_trajectory(task, spec, catalog, j)
+            else:
+                messages = _retrieval_trajectory(task, spec, nb, j, rng, shown_targets, distractors)
+            if messages is not None:
+                out.append(ChatExample(messages, TRAJ_PREFIX + task.kind, task.task_id, tools=spec.tools))
+    return out
+
+
 def build_shopping_sft(world: Path, sid_dir: Path, *, eval_fraction: float = 0.1, align_items: int = -1,
-                       targets_per_task: int = 3) -> SftData:
-    """All SFT examples of a shopping world: alignment + train intents, and the held-out intents."""
+                       targets_per_task: int = 3, trajectories_per_task: int = 0, spec: TrajectorySpec | None = None,
+                       seed: int = 0) -> SftData:
+    """All SFT examples of a shopping world: alignment + train intents (+ train trajectories), and the
+    held-out intents (+ one trajectory per held-out task), grouped by task.
+
+    ``trajectories_per_task`` > 0 needs ``spec`` (the app's system prompt and tool schemas)."""
+    if trajectories_per_task > 0 and spec is None:
+        raise SftDataError("trajectories need the app's system prompt and tool schemas: pass spec=TrajectorySpec(…)")
     sid_map = SidMap.load(Path(sid_dir) / SIDS_FILE)
     catalog, _ = Catalog.load(find_catalog(Path(world))[0])
     tasks = load_tasks(world)
@@ -233,6 +477,12 @@ def build_shopping_sft(world: Path, sid_dir: Path, *, eval_fraction: float = 0.1
     kept = [t for t in tasks if not is_held_out(t.task_id, eval_fraction)]
     train = alignment_examples(list(catalog), sid_map, align_items) + intent_examples(kept, sid_map, targets_per_task)
     evals = intent_examples(held, sid_map, 1)
+    if trajectories_per_task > 0:
+        assert spec is not None
+        train += trajectory_examples(kept, catalog, sid_map, spec, per_task=trajectories_per_task, seed=seed)
+        evals += trajectory_examples(held, catalog, sid_map, spec, per_task=1, seed=seed)
+        order = {t.task_id: k for k, t in enumerate(held)}
+        evals.sort(key=lambda e: order[e.source])  # stable: per task its intent, then its trajectory
     if not train:
         raise SftDataError(f"{world} with {sid_dir} yields no training examples (do the SIDs match the catalog?)")
     counts = dict(sorted(Counter(e.kind for e in train).items()))
@@ -253,19 +503,47 @@ class Encoded:
 
 
 def encode_example(tokenizer: PreTrainedTokenizerBase, example: ChatExample, max_seq_len: int) -> Encoded | None:
-    """Tokenise with the chat template; labels only on assistant tokens. Longer than ``max_seq_len``:
-    truncated on the right; None when no assistant token is left to learn from."""
-    out: Any = tokenizer.apply_chat_template(example.messages, tokenize=True, return_dict=True,
-                                             return_assistant_tokens_mask=True)  # a BatchEncoding
-    ids = [int(i) for i in out["input_ids"]][:max_seq_len]
-    mask = [int(m) for m in out["assistant_masks"]][:max_seq_len]
-    if len(mask) != len(ids):
+    """Tokenise with the chat template (and the example's tools); labels only on assistant tokens, not on
+    assistant messages with ``"weight": 0``. Longer than ``max_seq_len``: truncated on the right, None when
+    no assistant token is left to learn from — except trajectories, where it raises (a cut trajectory
+    teaches a broken call)."""
+    tools: Any = example.tools
+    out: Any = tokenizer.apply_chat_template(example.messages, tools=tools, tokenize=True,
+                                             return_dict=True, return_assistant_tokens_mask=True)  # a BatchEncoding
+    full = [int(i) for i in out["input_ids"]]
+    mask = [int(m) for m in out["assistant_masks"]]
+    if len(mask) != len(full):
         raise SftDataError("the chat template gave no assistant mask of the right length: it needs "
                            "{% generation %} blocks (see training.chat_template)")
+    if len(full) > max_seq_len and example.kind.startswith(TRAJ_PREFIX):
+        raise SftDataError(f"a {example.kind} example ({example.source}) is {len(full)} tokens, over max_seq_len "
+                           f"{max_seq_len}: raise max_seq_len (trajectories carry the system prompt and tool schemas)")
+    mask = _drop_unweighted(mask, example.messages)
+    ids, mask = full[:max_seq_len], mask[:max_seq_len]
     labels = [i if m else IGNORE for i, m in zip(ids, mask, strict=True)]
     if all(lab == IGNORE for lab in labels[1:]):
         return None
     return Encoded(ids, labels, example.kind)
+
+
+def _drop_unweighted(mask: list[int], messages: Sequence[dict[str, Any]]) -> list[int]:
+    """``mask`` with the tokens of ``"weight": 0`` assistant messages cleared. Each assistant message is one
+    ``{% generation %}`` block, so its tokens are the k-th run of ones in the mask."""
+    weights = [m.get("weight", 1) for m in messages if m.get("role") == "assistant"]
+    if all(weights):
+        return mask
+    starts = [t for t, m in enumerate(mask) if m and (t == 0 or not mask[t - 1])]
+    if len(starts) != len(weights):
+        raise SftDataError(f"{len(weights)} assistant messages but {len(starts)} masked spans: cannot tell which "
+                           "tokens belong to a weight-0 message")
+    out = list(mask)
+    for start, weight in zip(starts, weights, strict=True):
+        t = start
+        while t < len(out) and mask[t]:
+            if not weight:
+                out[t] = 0
+            t += 1
+    return out
 
 
 def encode_all(tokenizer: PreTrainedTokenizerBase, examples: Sequence[ChatExample],

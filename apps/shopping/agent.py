@@ -32,7 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from apps.shopping.constraints import item_matches
 from harness.agent import AppSpec, Final, ModelAccess, SidResources, TurnContext, render_ids
 from harness.bm25 import BM25, top_k
-from harness.catalog import Catalog, Item
+from harness.catalog import CARD_TITLE_CHARS, Catalog, Item, item_card
 from harness.protocol import Tool, ToolError, ToolRegistry
 from infra.engines.base import GenerationRequest, SamplingParams
 from sid.build import item_text
@@ -52,8 +52,6 @@ SYSTEM_PROMPT = (
 SID_FALLBACK_MIN_MS = 100.0
 """The fallback uses SID retrieval only with at least this much of the turn's budget left."""
 FALLBACK_ITEMS = 5
-_TITLE_CHARS = 90
-_CARD_ATTRS = ("brand", "colour", "material", "size", "features")
 
 
 # ------------------------------------------------------------------------------------------------ the index
@@ -149,24 +147,6 @@ def _index(ctx: TurnContext) -> ShoppingIndex:
     if not isinstance(index, ShoppingIndex):
         raise TypeError("the shopping tools need AppSpec.resources to be a ShoppingIndex (see shopping_app)")
     return index
-
-
-def item_card(item: Item) -> dict[str, Any]:
-    """A short item card for the model: id, title, price, category, rating and key facets."""
-    attrs = []
-    for key in _CARD_ATTRS:
-        value = item.attributes.get(key)
-        if isinstance(value, list):
-            value = ", ".join(str(v) for v in value)
-        if value not in (None, ""):
-            attrs.append(f"{key}: {value}")
-    card: dict[str, Any] = {"item_id": item.item_id, "title": item.title[:_TITLE_CHARS], "price": item.price,
-                            "category": " > ".join(item.category_path), "rating": item.rating}
-    if attrs:
-        card["attrs"] = "; ".join(attrs)
-    if not item.in_stock:
-        card["in_stock"] = False
-    return card
 
 
 def _live(catalog: Catalog, ids: Sequence[str], in_stock: bool) -> list[Item]:
@@ -416,7 +396,7 @@ def _rank_generate(ctx: TurnContext, items: Sequence[Item], query: str | None) -
         return None
     request = query or " ".join(m["content"] for m in conversation(ctx.session.messages)
                                 if m["role"] == "user")[-500:]
-    lines = [f"{i.item_id} | {i.title[:_TITLE_CHARS]} | {i.price} | rating {i.rating}" for i in items]
+    lines = [f"{i.item_id} | {i.title[:CARD_TITLE_CHARS]} | {i.price} | rating {i.rating}" for i in items]
     messages = [{"role": "system", "content": _RANK_INSTRUCTION},
                 {"role": "user", "content": f"Request: {request}\nItems:\n" + "\n".join(lines)}]
     prompt = render_ids(ctx.model.tokenizer, messages, None)

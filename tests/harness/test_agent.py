@@ -198,3 +198,23 @@ def test_env_plain_text_is_a_final_answer() -> None:
     env.reset(_task())
     _, r, done, info = env.step("I cannot help.")
     assert done and r == 0.0 and info.final is not None and info.final.reply == "I cannot help."
+
+
+def test_fit_prompt_keeps_system_tools_and_first_user_and_drops_the_oldest(chat_tokenizer: Any) -> None:
+    from harness.agent import fit_prompt, render_ids
+
+    msgs: list[dict[str, Any]] = [{"role": "user", "content": "FIRST " * 5}]
+    for k in range(3):
+        call = {"id": f"c{k}", "type": "function", "function": {"name": "find", "arguments": "{}"}}
+        msgs += [{"role": "assistant", "content": "", "tool_calls": [call]},
+                 {"role": "tool", "tool_call_id": f"c{k}", "name": "find", "content": f"RESULT{k} " * 20}]
+    msgs.append({"role": "user", "content": "LATEST"})
+    system = {"role": "system", "content": "SYS"}
+    full = render_ids(chat_tokenizer, [system, *msgs], None)
+    assert fit_prompt(chat_tokenizer, "SYS", msgs, [], len(full)) == full  # fits: unchanged
+    # one token too many: the oldest exchange goes, the call together with its result
+    assert fit_prompt(chat_tokenizer, "SYS", msgs, [], len(full) - 1) == render_ids(
+        chat_tokenizer, [system, msgs[0], *msgs[3:]], None)
+    minimal = render_ids(chat_tokenizer, [system, msgs[0], msgs[-1]], None)
+    assert fit_prompt(chat_tokenizer, "SYS", msgs, [], len(minimal)) == minimal
+    assert fit_prompt(chat_tokenizer, "SYS", msgs, [], len(minimal) - 1) is None  # the loop falls back

@@ -120,3 +120,12 @@ def test_chat_template_round_trip(chat_tokenizer: PreTrainedTokenizerFast) -> No
     assert parsed.content == "Looking."
     assert [(c.name, c.arguments) for c in parsed.calls] == [(c.name, c.arguments) for c in calls]
     assert parse_reply(render_call("x", {"a": 1})).calls[0].arguments == {"a": 1}
+
+
+def test_parse_restores_a_missing_opening_tag() -> None:
+    text = ('Sure. {"name": "search", "arguments": {"query": "tent"}}\n</tool_call>'
+            '<tool_call>{"name": "search", "arguments": {"query": "mat"}}</tool_call> and {"x": 1}</tool_call>')
+    parsed = parse_reply(text)
+    assert [c.arguments["query"] for c in parsed.calls[:2]] == ["tent", "mat"]
+    assert [p.reason for p in parsed.problems] == ["missing 'name'"]  # the third object has no name
+    assert parsed.content == "Sure.  and"

@@ -19,6 +19,7 @@ import torch
 from pydantic import ValidationError
 from transformers import LlamaConfig, LlamaForCausalLM
 
+from apps.shopping.agent import SYSTEM_PROMPT, shopping_tools
 from apps.shopping.world import ShoppingWorldConfig, generate_shopping_world
 from infra.config import ConfigError, load_config
 from sid.tokens import SidTokenMap
@@ -34,7 +35,7 @@ from training.sft import (
     cosine_with_warmup,
     train_sft,
 )
-from training.sft_data import world_corpus
+from training.sft_data import SftDataError, TrajectorySpec, world_corpus
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -184,6 +185,26 @@ def test_config_errors_name_the_field(env: dict[str, Path], tmp_path: Path) -> N
         load_config(SFTConfig, bad)
     with pytest.raises(ConfigError, match="field 'lr'"):
         load_config(SFTConfig, None, {"world": env["world"], "sid": env["sid"], "out": tmp_path, "lr": -1})
+
+
+def test_trajectories_train_behind_the_knob(env: dict[str, Path], tmp_path: Path) -> None:
+    spec = TrajectorySpec(system_prompt=SYSTEM_PROMPT, tools=shopping_tools().schemas())
+    with pytest.raises(ValidationError, match="needs trajectory_spec"):
+        _cfg(env, tmp_path, trajectories_per_task=1)
+    assert _cfg(env, tmp_path, trajectory_spec=spec).trajectory_spec is None  # the knob is off by default
+    with pytest.raises(SftDataError, match="raise max_seq_len"):  # 128 tokens cannot hold the tool schemas
+        SFTTrainer(_cfg(env, tmp_path / "short", trajectories_per_task=1, trajectory_spec=spec)).setup()
+    cfg = _cfg(env, tmp_path / "run", trajectories_per_task=1, trajectory_spec=spec, max_seq_len=4096, max_steps=2,
+               batch_size=2, eval_max=4, align_items=5)
+    trainer = _trained(cfg)
+    assert trainer.step == 2 and trainer.counts["traj_explicit"] > 0
+    assert trainer.counts["dropped_no_target"] == 0
+    tok = load_agent(tmp_path / "run" / "final").tokenizer  # its vocabulary learnt the tool schemas too
+    plain = load_base("tiny", dtype="fp32", cache_dir=env["cache"], corpus=world_corpus(env["world"]))[1]
+    tools_text = "\n".join(spec.corpus())
+    assert len(tok(tools_text)["input_ids"]) < 0.8 * len(plain(tools_text)["input_ids"])
+    manifest = json.loads((tmp_path / "run" / "final" / "manifest.json").read_text())
+    assert SFTConfig.model_validate(manifest["config"]) == cfg  # the spec round-trips through the manifest
 
 
 @pytest.mark.integration
