@@ -131,7 +131,10 @@ class HFEngine:
         """Request indices per model call: equal params share a call, longest prompts first (less padding)."""
         groups: dict[SamplingParams, list[int]] = {}
         for i, r in enumerate(requests):
-            groups.setdefault(r.params.batch_key(), []).append(i)
+            key = r.params.batch_key()
+            if key.num_beams == 1:  # rows are cut to their own max_new_tokens after the call (causal: same tokens)
+                key = key.model_copy(update={"max_new_tokens": 1})
+            groups.setdefault(key, []).append(i)
         chunks: list[list[int]] = []
         for params, idx in groups.items():
             per_call = max(1, self.max_batch_size // _rows_per_request(params))
@@ -141,7 +144,8 @@ class HFEngine:
 
     def _run_chunk(self, requests: Sequence[GenerationRequest], prompts: Sequence[list[int]]) -> list[list[Completion]]:
         """Generate for requests that share params; returns each request's completions."""
-        params = requests[0].params
+        longest = max(r.params.max_new_tokens for r in requests)
+        params = requests[0].params.model_copy(update={"max_new_tokens": longest})
         beams = params.num_beams > 1
         input_ids, attention_mask = _left_pad(prompts, self.pad_id, self.device)  # (B, P) each
         width = input_ids.shape[1]
@@ -186,8 +190,9 @@ class HFEngine:
         out: list[list[Completion]] = []
         for b, (req, prompt) in enumerate(zip(requests, prompts, strict=True)):
             mine = []
+            cap = req.params.max_new_tokens  # a chunk runs to its longest request's cap; each row stops at its own
             for j in range(n):
-                ids, text, lps, reason = finish(rows[b * n + j], logprobs[b * n + j], self._tokenizer,
+                ids, text, lps, reason = finish(rows[b * n + j][:cap], logprobs[b * n + j][:cap], self._tokenizer,
                                                 req.params.stop, self.eos)
                 mine.append(Completion(request_id=req.request_id, index=j, token_ids=ids, text=text, logprobs=lps,
                                        finish_reason=reason, prompt_tokens=len(prompt), latency_ms=latency_ms,

@@ -6,6 +6,8 @@ Run: .venv/bin/python -m pytest tests/infra/engines -q
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 import torch
@@ -163,6 +165,24 @@ def test_mixed_params_in_one_call_keep_request_order(engine: HFEngine) -> None:
     assert [c[0].request_id for c in out] == ["a", "b", "c"]
     assert [len(c[0].token_ids) for c in out] == [5, 2, 5]
     assert out[1][0].token_ids == run(engine, PROMPTS[1], long).token_ids[:2]
+
+
+def test_requests_differing_only_in_max_new_tokens_share_one_model_call(engine: HFEngine,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = []
+    real = engine._model.generate
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        calls.append(kwargs["input_ids"].shape[0])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(engine._model, "generate", counted)
+    caps = [3, 4, 5, 6]  # the loop caps each turn's tokens from its own remaining budget
+    out = engine.generate([GenerationRequest(prompt=PROMPTS[i % len(PROMPTS)],
+                                             params=SamplingParams(temperature=0, max_new_tokens=c))
+                           for i, c in enumerate(caps)])
+    assert calls == [4]  # one batch of four rows, not four calls
+    assert [len(c[0].token_ids) for c in out] == caps and all(c[0].finish_reason == "length" for c in out)
 
 
 def test_max_new_tokens_gives_length(engine: HFEngine) -> None:
