@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
+import math
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -19,9 +21,9 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, FastAPI, Header, HTTPException, Request, Response
 from fastapi.encoders import jsonable_encoder
-from fastapi.exception_handlers import http_exception_handler, request_validation_exception_handler
+from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -34,15 +36,20 @@ from serving.schemas import (
     AnswerReply,
     AnswerRequest,
     ChatRequest,
+    ErrorReply,
     ItemCard,
+    OpenAIErrorReply,
     PlanReply,
     PlanRequest,
     SessionCreate,
     SessionView,
     TurnReply,
     TurnRequest,
+    price_range_problem,
 )
 from serving.server import AgentServer, Overloaded, UnknownApp
+
+log = logging.getLogger(__name__)
 
 
 # ------------------------------------------------------------------------------------------------ plumbing
@@ -52,6 +59,26 @@ def get_server(request: Request) -> AgentServer:
 
 
 ServerDep = Annotated[AgentServer, Depends(get_server)]
+
+_ERROR_TEXT = {
+    400: "The body could not be read (not UTF-8 JSON), or the prompt is too long.",
+    401: "Missing or wrong X-API-Key header.",
+    403: "Admin routes are off (the server has no api_key).",
+    404: "Unknown session, app or model.",
+    409: "The server has no reloadable agent.",
+    413: "The request body is larger than max_body_bytes.",
+    422: "A field is missing or invalid; the detail names it.",
+    503: "Busy (with Retry-After: the queue would eat the budget), no model loaded, or the engine or "
+         "session store failed.",
+}
+
+
+def errors(*codes: int, model: type[ErrorReply] = ErrorReply) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI ``responses`` for the error statuses a route can answer (all with a ``detail``)."""
+    return {code: {"model": model, "description": _ERROR_TEXT[code]} for code in codes}
+
+
+BODY_ERRORS = (400, 404, 413, 422, 503)
 
 
 class BodyLimit:
@@ -116,6 +143,11 @@ def server_executor(server: AgentServer) -> ThreadPoolExecutor:
     return pool
 
 
+def _retrieve(task: asyncio.Future[Any]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.info("a turn abandoned after its budget ended with %r", task.exception())
+
+
 async def run_turn(server: AgentServer, app: str, session: SessionState, text: str | None, budget_ms: float,
                    constraints: dict[str, Any] | None = None) -> tuple[SessionState, TurnResult]:
     """Admit, run the turn on a copy of the session in a worker, and fall back if it overruns.
@@ -125,6 +157,7 @@ async def run_turn(server: AgentServer, app: str, session: SessionState, text: s
     server.admit(budget_ms)
     work = session.model_copy(deep=True)
     task = asyncio.ensure_future(_run(server, lambda: server.run_turn(app, work, text, budget_ms, constraints)))
+    task.add_done_callback(_retrieve)  # an abandoned (timed-out) turn's error is logged, not "never retrieved"
     timeout = (budget_ms + server.config.timeout_grace_ms) / 1000.0
     try:
         return work, await asyncio.wait_for(asyncio.shield(task), timeout)
@@ -157,7 +190,7 @@ def _turn_reply(server: AgentServer, state: SessionState, result: TurnResult | N
                      latency_ms=(time.perf_counter() - t0) * 1000.0)
 
 
-@shopping.post("/sessions", status_code=201)
+@shopping.post("/sessions", status_code=201, responses=errors(*BODY_ERRORS))
 async def create_session(body: SessionCreate, server: ServerDep) -> TurnReply:
     """Open a session (with optional constraints); with ``message`` the first turn runs at once."""
     t0 = time.perf_counter()
@@ -171,27 +204,30 @@ async def create_session(body: SessionCreate, server: ServerDep) -> TurnReply:
     return _turn_reply(server, state, result, t0)
 
 
-@shopping.post("/sessions/{session_id}/turns")
+@shopping.post("/sessions/{session_id}/turns", responses=errors(*BODY_ERRORS))
 async def create_turn(session_id: str, body: TurnRequest, server: ServerDep) -> TurnReply:
     """One user message -> the agent's reply with item cards."""
     t0 = time.perf_counter()
     state = _load_session(server, session_id)
     if body.constraints is not None:
-        state.constraints.update(body.constraints.as_dict())
+        merged = {**state.constraints, **body.constraints.as_dict()}
+        if (problem := price_range_problem(merged)) is not None:
+            raise HTTPException(422, f"constraints: {problem} (merged with the session's constraints)")
+        state.constraints = merged
     budget_ms = server.budget_ms("shopping", body.budget_ms)
     state, result = await run_turn(server, "shopping", state, body.message, budget_ms)
     server.store.put(state)
     return _turn_reply(server, state, result, t0)
 
 
-@shopping.get("/sessions/{session_id}")
+@shopping.get("/sessions/{session_id}", responses=errors(404, 422, 503))
 async def read_session(session_id: str, server: ServerDep) -> SessionView:
     s = _load_session(server, session_id)
     return SessionView(session_id=s.session_id, turns=s.turns, messages=len(s.messages), shown_items=s.shown_items,
                        cart=s.cart, constraints=s.constraints)
 
 
-@shopping.delete("/sessions/{session_id}", status_code=204)
+@shopping.delete("/sessions/{session_id}", status_code=204, responses=errors(404, 422, 503))
 async def delete_session(session_id: str, server: ServerDep) -> Response:
     _load_session(server, session_id)
     server.store.delete(session_id)
@@ -202,7 +238,7 @@ async def delete_session(session_id: str, server: ServerDep) -> Response:
 apps_router = APIRouter(tags=["livestream", "travel"])
 
 
-@apps_router.post("/v1/livestream/answer")
+@apps_router.post("/v1/livestream/answer", responses=errors(*BODY_ERRORS))
 async def answer_question(body: AnswerRequest, server: ServerDep) -> AnswerReply:
     """A viewer's question about the stream's products, answered under a sub-second default budget."""
     t0 = time.perf_counter()
@@ -218,7 +254,7 @@ async def answer_question(body: AnswerRequest, server: ServerDep) -> AnswerReply
                        latency_ms=(time.perf_counter() - t0) * 1000.0)
 
 
-@apps_router.post("/v1/travel/plan")
+@apps_router.post("/v1/travel/plan", responses=errors(*BODY_ERRORS))
 async def plan_trip(body: PlanRequest, server: ServerDep) -> PlanReply:
     """A trip request -> an itinerary checked for opening hours and travel times."""
     t0 = time.perf_counter()
@@ -272,7 +308,8 @@ def _raw_completion(server: AgentServer, body: ChatRequest) -> tuple[dict[str, A
     if len(ids) > server.config.max_prompt_tokens:
         limit = server.config.max_prompt_tokens
         raise HTTPException(400, f"messages render to {len(ids)} tokens; the limit is {limit}")
-    cap = min(body.max_completion_tokens or body.max_tokens or server.config.max_new_tokens, 4096)
+    ceiling = server.config.max_new_tokens  # the server's ceiling holds whatever the client asks for
+    cap = min(body.max_completion_tokens or body.max_tokens or ceiling, ceiling)
     params = SamplingParams(max_new_tokens=cap, temperature=1.0 if body.temperature is None else body.temperature,
                             top_p=body.top_p or 1.0, seed=body.seed)
     completion = server.model.engine.generate([GenerationRequest(prompt=ids, params=params)])[0][0]
@@ -306,7 +343,15 @@ def _safe(data: dict[str, Any]) -> Any:
                                  else str(o)))
 
 
-@openai_router.post("/chat/completions", response_model=None)
+_CHAT_REPLY: dict[int | str, dict[str, Any]] = {200: {
+    "description": "A chat.completion object, or with ``stream: true`` server-sent chunks.",
+    "content": {"application/json": {}, "text/event-stream": {"schema": {  # one event
+        "type": "object", "required": ["data"],
+        "properties": {"data": {"type": "string", "description": "A chat.completion.chunk as JSON, or [DONE]."}}}}}}}
+
+
+@openai_router.post("/chat/completions", response_model=None,
+                    responses={**_CHAT_REPLY, **errors(*BODY_ERRORS, model=OpenAIErrorReply)})
 async def create_chat_completion(body: ChatRequest, server: ServerDep) -> dict[str, Any] | StreamingResponse:
     """OpenAI chat completions; ``stream: true`` answers as server-sent events."""
     name, _, app = body.model.partition(":")
@@ -358,13 +403,13 @@ async def read_health() -> dict[str, str]:
     return {"status": "ok"}
 
 
-@ops.get("/readyz")
+@ops.get("/readyz", responses={503: {"description": "The engine front is down."}})
 async def read_ready(server: ServerDep) -> JSONResponse:
     ok = server.ready()
     return JSONResponse({"ready": ok, "apps": list(server.apps)}, status_code=200 if ok else 503)
 
 
-@ops.get("/metrics")
+@ops.get("/metrics", response_class=PlainTextResponse)
 async def read_metrics(server: ServerDep) -> Response:
     body, content_type = server.metrics.render()
     return Response(body, media_type=content_type)
@@ -380,7 +425,7 @@ def require_admin(server: ServerDep, x_api_key: Annotated[str | None, Header()] 
 AdminDep = Annotated[None, Depends(require_admin)]
 
 
-@ops.get("/admin/stats")
+@ops.get("/admin/stats", responses=errors(401, 403, 422))
 async def read_stats(server: ServerDep, _: AdminDep) -> dict[str, Any]:
     """Batcher, grounding and session figures (needs X-API-Key)."""
     return {"engine": server.front.stats() if server.front else None,
@@ -388,7 +433,7 @@ async def read_stats(server: ServerDep, _: AdminDep) -> dict[str, Any]:
             "sessions": len(server.store)}
 
 
-@ops.post("/admin/reload")
+@ops.post("/admin/reload", responses=errors(401, 403, 409, 422, 503))
 async def reload_agent(server: ServerDep, _: AdminDep) -> dict[str, Any]:
     """Reload the agent's weights from its directory (needs X-API-Key)."""
     reload = server.reload
@@ -408,29 +453,50 @@ def exc_headers(exc: Exception) -> dict[str, str]:
     return dict(headers) if headers else {}
 
 
+def _printable(value: Any, depth: int = 0) -> Any:
+    """``value`` made safe to send as JSON: 422 details echo the raw input, which may hold NaN / Infinity
+    (Python's JSON reader accepts them), lone surrogates (``"\\ud800"``) or nesting deep enough to overflow
+    the encoder's recursion (cut at 16 levels)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, str):
+        return value if value.isascii() else value.encode("utf-8", "backslashreplace").decode("utf-8")
+    if isinstance(value, dict | list | tuple) and depth >= 16:
+        return "..."
+    if isinstance(value, dict):
+        return {_printable(k, depth + 1): _printable(v, depth + 1) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_printable(v, depth + 1) for v in value]
+    return value
+
+
+def _error_response(request: Request, status: int, detail: Any, headers: dict[str, str] | None = None) -> JSONResponse:
+    """``{"detail": ...}``, plus OpenAI's ``error`` object on the OpenAI routes (its clients read that)."""
+    body: dict[str, Any] = {"detail": detail}
+    if request.url.path.startswith(OPENAI_PATHS):
+        message = detail if isinstance(detail, str) else "; ".join(
+            f"{'.'.join(str(p) for p in e.get('loc', ())[1:]) or 'body'}: {e.get('msg')}" for e in detail)
+        kind = "invalid_request_error" if status < 500 else "server_error"
+        body = {"error": {"message": message, "type": kind, "param": None, "code": None}, "detail": detail}
+    return JSONResponse(body, status_code=status, headers=headers or None)
+
+
 def _errors(app: FastAPI) -> None:
     def handler(status: int, headers: Callable[[Exception], dict[str, str]] | None = None
                 ) -> Callable[[Request, Exception], Awaitable[JSONResponse]]:
-        async def respond(_: Request, exc: Exception) -> JSONResponse:
-            return JSONResponse({"detail": str(exc)}, status_code=status, headers=headers(exc) if headers else None)
+        async def respond(request: Request, exc: Exception) -> JSONResponse:
+            return _error_response(request, status, str(exc), headers(exc) if headers else None)
         return respond
 
     async def openai_aware(request: Request, exc: Exception) -> Response:
-        """FastAPI's 4xx bodies, plus OpenAI's ``error`` object on the OpenAI routes (its clients read that)."""
+        """422 for invalid fields (the detail's raw input made printable) and HTTP errors, as JSON error bodies."""
         if isinstance(exc, RequestValidationError):
-            response: Response = await request_validation_exception_handler(request, exc)
-            detail: Any = jsonable_encoder(exc.errors())
-        else:
-            assert isinstance(exc, StarletteHTTPException)
-            response = await http_exception_handler(request, exc)
-            detail = exc.detail
-        if not request.url.path.startswith(OPENAI_PATHS) or not isinstance(response, JSONResponse):
+            return _error_response(request, 422, jsonable_encoder(_printable(exc.errors())))
+        assert isinstance(exc, StarletteHTTPException)
+        response = await http_exception_handler(request, exc)
+        if not isinstance(response, JSONResponse):  # a status without a body (204, 304)
             return response
-        message = detail if isinstance(detail, str) else "; ".join(
-            f"{'.'.join(str(p) for p in e.get('loc', ())[1:]) or 'body'}: {e.get('msg')}" for e in detail)
-        kind = "invalid_request_error" if response.status_code < 500 else "server_error"
-        return JSONResponse({"error": {"message": message, "type": kind, "param": None, "code": None},
-                             "detail": detail}, status_code=response.status_code, headers=dict(exc_headers(exc)))
+        return _error_response(request, exc.status_code, exc.detail, exc_headers(exc))
 
     app.add_exception_handler(RequestValidationError, openai_aware)
     app.add_exception_handler(StarletteHTTPException, openai_aware)

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import math
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
 MAX_TEXT = 4000
 """Most characters in one user message."""
@@ -15,8 +16,41 @@ Text = Annotated[str, StringConstraints(min_length=1, max_length=MAX_TEXT)]
 BudgetMs = Annotated[float, Field(gt=0, le=120_000, description="Latency budget for this request, ms.")]
 
 
+MAX_JSON_DEPTH = 32
+"""Most levels of nesting in a free-form JSON object (``constraints``, tool ``parameters``)."""
+
+
+def _json_safe(value: dict[str, Any]) -> dict[str, Any]:
+    """Reject what the server could not copy or send back as JSON: nesting deeper than :data:`MAX_JSON_DEPTH`,
+    NaN / Infinity numbers (Python's JSON reader accepts them), strings with lone surrogates."""
+    stack: list[tuple[str, int, Any]] = [("", 1, value)]
+    while stack:
+        where, depth, node = stack.pop()
+        if isinstance(node, float) and not math.isfinite(node):
+            raise ValueError(f"'{where}': numbers must be finite (not NaN or Infinity)")
+        if isinstance(node, str) and not node.isascii():
+            try:
+                node.encode("utf-8")
+            except UnicodeEncodeError:
+                raise ValueError(f"'{where}': not valid Unicode (a lone surrogate)") from None
+        elif isinstance(node, dict | list):
+            if depth > MAX_JSON_DEPTH:
+                raise ValueError(f"'{where}': nested deeper than {MAX_JSON_DEPTH} levels")
+            if isinstance(node, list):
+                stack.extend((f"{where}.{i}", depth + 1, v) for i, v in enumerate(node))
+                continue
+            for k, v in node.items():
+                path = f"{where}.{k}" if where else str(k)
+                stack.extend([(f"{path} (a key)", depth, k), (path, depth + 1, v)])
+    return value
+
+
+JsonObject = Annotated[dict[str, Any], AfterValidator(_json_safe)]
+"""A free-form JSON object whose numbers are finite and whose strings are valid Unicode."""
+
+
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
 class ShoppingConstraints(_Strict):
@@ -30,8 +64,22 @@ class ShoppingConstraints(_Strict):
                      Annotated[str, StringConstraints(max_length=200)]] | None = Field(None, max_length=16)
     in_stock: bool = True
 
+    @model_validator(mode="after")
+    def _price_range(self) -> ShoppingConstraints:
+        if (problem := price_range_problem(self.as_dict())) is not None:
+            raise ValueError(problem)
+        return self
+
     def as_dict(self) -> dict[str, Any]:
         return self.model_dump(exclude_none=True)
+
+
+def price_range_problem(constraints: dict[str, Any]) -> str | None:
+    """Why ``price_min`` / ``price_max`` let no item through, or None when they do (or are not both set)."""
+    low, high = constraints.get("price_min"), constraints.get("price_max")
+    if low is not None and high is not None and low > high:
+        return f"price_min ({low:g}) is above price_max ({high:g}): no item can match"
+    return None
 
 
 class SessionCreate(_Strict):
@@ -97,7 +145,7 @@ class AnswerReply(BaseModel):
 
 class PlanRequest(_Strict):
     request: Text
-    constraints: dict[str, Any] | None = Field(None, description="Travel constraints (city, day, start, end, …).")
+    constraints: JsonObject | None = Field(None, description="Travel constraints (city, day, start, end, …).")
     budget_ms: BudgetMs | None = None
 
 
@@ -113,7 +161,7 @@ class PlanReply(BaseModel):
 class ChatFunction(_Strict):
     name: Annotated[str, StringConstraints(min_length=1, max_length=64)]
     description: str = Field("", max_length=2000)
-    parameters: dict[str, Any] = Field(default_factory=dict)
+    parameters: JsonObject = Field(default_factory=dict)
     strict: bool | None = None
 
 
@@ -134,10 +182,10 @@ class ChatToolCall(BaseModel):
 
 
 class ChatMessageIn(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", allow_inf_nan=False)
 
     role: Literal["system", "user", "assistant", "tool", "developer"]
-    content: Annotated[str, StringConstraints(max_length=32_000)] | list[dict[str, Any]] | None = Field(
+    content: Annotated[str, StringConstraints(max_length=32_000)] | list[JsonObject] | None = Field(
         None, description="Text, or OpenAI content parts (their text parts are used).")
     name: str | None = None
     tool_calls: list[ChatToolCall] | None = None
@@ -150,7 +198,8 @@ class ChatMessageIn(BaseModel):
 
 
 class ChatRequest(BaseModel):
-    model_config = ConfigDict(extra="ignore")  # OpenAI clients send many optional fields we do not use
+    # OpenAI clients send many optional fields we do not use
+    model_config = ConfigDict(extra="ignore", allow_inf_nan=False)
 
     model: Annotated[str, StringConstraints(min_length=1, max_length=200)]
     messages: list[ChatMessageIn] = Field(min_length=1, max_length=MAX_MESSAGES)
@@ -160,6 +209,19 @@ class ChatRequest(BaseModel):
     max_completion_tokens: int | None = Field(None, ge=1, le=4096)
     temperature: float | None = Field(None, ge=0, le=2)
     top_p: float | None = Field(None, gt=0, le=1)
-    seed: int | None = None
+    seed: int | None = Field(None, ge=-(2**63), le=2**63 - 1, description="Sampling seed (a 64-bit integer).")
     n: int = Field(1, ge=1, le=1, description="Only n=1 is served.")
     budget_ms: BudgetMs | None = None
+
+
+# ------------------------------------------------------------------------------------------------ errors
+class ErrorReply(BaseModel):
+    """Every 4xx / 5xx body: ``detail`` says what is wrong (a message, or one entry per invalid field for 422)."""
+
+    detail: str | list[dict[str, Any]]
+
+
+class OpenAIErrorReply(ErrorReply):
+    """The OpenAI routes' errors also carry OpenAI's ``error`` object (``message``, ``type``) its clients read."""
+
+    error: dict[str, Any]

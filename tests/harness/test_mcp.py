@@ -25,6 +25,7 @@ from harness.session import SessionState
 
 mcp = pytest.importorskip("mcp", reason="the mcp extra is not installed")
 from mcp import Client  # noqa: E402
+from mcp.types import CallToolResult, TextContent  # noqa: E402
 
 BOOTS = ["Outdoor", "Footwear", "Hiking boots"]
 MODES = ["legacy", "auto"]
@@ -59,9 +60,14 @@ def _run(mode: str, body: Callable[[Client], Awaitable[None]], **kwargs: Any) ->
     return session
 
 
-def _payload(result: Any) -> Any:
+def _text(result: CallToolResult) -> str:
+    assert len(result.content) == 1 and isinstance(result.content[0], TextContent), result.content
+    return result.content[0].text
+
+
+def _payload(result: CallToolResult) -> Any:
     assert not result.is_error, result.content
-    return json.loads(result.content[0].text)
+    return json.loads(_text(result))
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -95,15 +101,16 @@ def test_search_catalog_returns_items_as_json(mode: str) -> None:
 def test_bad_arguments_and_unknown_tools_are_error_results(mode: str) -> None:
     async def body(client: Client) -> None:
         too_many = await client.call_tool("search_catalog", {"query": "boots", "k": 50})
-        assert too_many.is_error and "field 'k'" in too_many.content[0].text
+        assert too_many.is_error and "field 'k'" in _text(too_many)
         unknown_field = await client.call_tool("search_catalog", {"query": "boots", "colour": "red"})
-        assert unknown_field.is_error and "field 'colour'" in unknown_field.content[0].text
+        assert unknown_field.is_error and "field 'colour'" in _text(unknown_field)
         missing = await client.call_tool("get_item", {})
-        assert missing.is_error and "field 'item_id'" in missing.content[0].text
+        assert missing.is_error and "field 'item_id'" in _text(missing)
         unknown = await client.call_tool("delete_catalog", {})
-        assert unknown.is_error and "unknown tool 'delete_catalog'; available: search_catalog" in unknown.content[0].text
+        assert unknown.is_error
+        assert "unknown tool 'delete_catalog'; available: search_catalog" in _text(unknown)
         handler_error = await client.call_tool("get_item", {"item_id": "nope"})
-        assert handler_error.is_error and "unknown item id 'nope'" in handler_error.content[0].text
+        assert handler_error.is_error and "unknown item id 'nope'" in _text(handler_error)
 
     _run(mode, body)
 
@@ -114,7 +121,7 @@ def test_calls_share_the_factorys_session(mode: str) -> None:
         _payload(await client.call_tool("cart_add", {"item_id": "b1"}))
         _payload(await client.call_tool("cart_add", {"item_id": "b1", "quantity": 2}))
         sold_out = await client.call_tool("cart_add", {"item_id": "b3"})
-        assert sold_out.is_error and "out of stock" in sold_out.content[0].text
+        assert sold_out.is_error and "out of stock" in _text(sold_out)
 
     assert _run(mode, body).cart == {"b1": 3}
 
@@ -128,8 +135,8 @@ def test_finals_are_sent_as_the_reply_and_item_ids_and_can_be_grounded() -> None
         assert question["reply"] == "Which size?" and question["actions"] == [{"type": "ask_user"}]
         ungrounded = await client.call_tool("respond", {"text": "Buy these.", "item_ids": ["b3", "zz"]})
         assert ungrounded.is_error
-        assert "b3 is out of stock" in ungrounded.content[0].text
-        assert "'zz' is not in the catalog" in ungrounded.content[0].text
+        assert "b3 is out of stock" in _text(ungrounded)
+        assert "'zz' is not in the catalog" in _text(ungrounded)
 
     _run("legacy", body, check_final=turn_grounding)
 
