@@ -88,21 +88,11 @@ def ensure_world(work: Path, items: int) -> Path:
 
 def ensure_sid_dir(world: Path, out: Path) -> Path:
     """A readable SID dir without embeddings: level 1 = top category, level 2 = leaf (mod 8), then the suffix."""
-    from harness.catalog import Catalog
-    from sid.build import LABELS_FILE, SIDS_FILE
-    from sid.codebook import SidMap
-    from sid.quantize import add_collision_suffix
+    from sid.build import LABELS_FILE, SIDS_FILE, category_sids
 
     if (out / SIDS_FILE).is_file() and (out / LABELS_FILE).is_file():
         return out
-    items = list(Catalog.load(world / "catalog.jsonl")[0])
-    tops = sorted({i.category_path[0] for i in items})
-    leaves = sorted({tuple(i.category_path) for i in items})
-    codes = np.array([[tops.index(i.category_path[0]), leaves.index(tuple(i.category_path)) % 8] for i in items])
-    out.mkdir(parents=True, exist_ok=True)
-    SidMap([i.item_id for i in items], add_collision_suffix(codes)).save(out / SIDS_FILE)
-    (out / LABELS_FILE).write_text(json.dumps({f"<s1_{k}>": t.lower() for k, t in enumerate(tops)}))
-    return out
+    return category_sids(world, out)
 
 
 def ensure_tiny_agent(work: Path, world: Path, sid: Path, steps: int, threads: int) -> Path:

@@ -197,6 +197,23 @@ def build_sids(cfg: SidBuildConfig, world: Path, out: Path, cache_dir: Path | No
     return report
 
 
+def category_sids(world: Path, out: Path, leaf_codes: int = 8) -> Path:
+    """A readable SID dir in a second, without embeddings: level 1 = top category, level 2 = the leaf's index
+    mod ``leaf_codes``, then the collision suffix; labels name the top categories. For tests, benchmarks and
+    demos that need an agent fast, not for retrieval quality (``build_sids`` is that)."""
+    from sid.quantize import add_collision_suffix
+
+    items = list(Catalog.load(find_catalog(Path(world))[0])[0])
+    tops = sorted({i.category_path[0] for i in items})
+    leaves = sorted({tuple(i.category_path) for i in items})
+    codes = np.array([[tops.index(i.category_path[0]), leaves.index(tuple(i.category_path)) % leaf_codes]
+                      for i in items])
+    out.mkdir(parents=True, exist_ok=True)
+    SidMap([i.item_id for i in items], add_collision_suffix(codes)).save(out / SIDS_FILE)
+    (out / LABELS_FILE).write_text(json.dumps({f"<s1_{k}>": t.lower() for k, t in enumerate(tops)}))
+    return out
+
+
 def token_labels(codes: np.ndarray, terms: TermIndex, top: int = 3) -> dict[str, str]:
     """Label words for every SID token in use: ``{"<s1_12>": "boots hiking waterproof", …}``."""
     labels: dict[str, str] = {}

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import importlib.util
-import json
 import socket
 import subprocess
 import threading
@@ -12,17 +11,14 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
 import torch
 from tokenizers import Tokenizer, models, pre_tokenizers
 from transformers import PreTrainedTokenizerFast
 
-from harness.catalog import Catalog, Item
+from harness.catalog import Item
 from infra.engines.base import Completion, GenerationRequest
-from sid.build import LABELS_FILE, SIDS_FILE
-from sid.codebook import SidMap
-from sid.quantize import add_collision_suffix
+from sid.build import category_sids
 from training.chat_template import chat_template
 
 
@@ -95,22 +91,10 @@ def _wait_for_redis(url: str, proc: subprocess.Popen[bytes], log: Path, timeout_
         time.sleep(0.05)
 
 
-def _make_sid_dir(world: Path, out: Path) -> Path:
-    """A readable SID dir without embeddings: level 1 = top category, level 2 = leaf (mod 8), then the suffix."""
-    items = list(Catalog.load(world / "catalog.jsonl")[0])
-    tops = sorted({i.category_path[0] for i in items})
-    leaves = sorted({tuple(i.category_path) for i in items})
-    codes = np.array([[tops.index(i.category_path[0]), leaves.index(tuple(i.category_path)) % 8] for i in items])
-    out.mkdir(parents=True, exist_ok=True)
-    SidMap([i.item_id for i in items], add_collision_suffix(codes)).save(out / SIDS_FILE)
-    (out / LABELS_FILE).write_text(json.dumps({f"<s1_{k}>": t.lower() for k, t in enumerate(tops)}))
-    return out
-
-
 @pytest.fixture(scope="session")
 def make_sid_dir() -> Callable[[Path, Path], Path]:
     """Factory for a readable SID dir without embeddings (level 1 = top category, level 2 = leaf mod 8)."""
-    return _make_sid_dir
+    return category_sids
 
 
 # ------------------------------------------------------------------------------------------------ a scripted model
