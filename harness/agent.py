@@ -13,6 +13,7 @@ with the reason.
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections import Counter
@@ -36,6 +37,9 @@ from infra.engines.base import Completion, Engine, GenerationRequest, SamplingPa
 from sid.codebook import SidMap, parse_sid
 from sid.tokens import SidTokenMap
 from sid.trie import SidTrie
+
+_SID_SPAN = re.compile(r"(?:<s\d+_\d+>)+")
+"""A SID written out as text: ``<s1_12><s2_200><s3_3><s4_0>`` (or a prefix of one)."""
 
 
 # ------------------------------------------------------------------------------------------------ shapes
@@ -287,11 +291,12 @@ class AgentLoop:
                 return None
             result.steps += 1
             if not parsed.calls and not parsed.problems:
-                if not parsed.content.strip():  # nothing a user can read: answer from the fallback instead
+                final = self.text_final(ctx, parsed.content, result)
+                if final is None:  # nothing a user can read: answer from the fallback instead
                     result.reason = "empty_reply"
                     return None
                 ctx.session.messages.append({"role": "assistant", "content": parsed.content})
-                return Final(reply=parsed.content)
+                return final
             ctx.session.messages.append(assistant_message(parsed.content, parsed.calls))
             final = self.execute(ctx, parsed, result)
             if final is not None:
@@ -319,6 +324,21 @@ class AgentLoop:
         result.model_calls.append(ModelCall(ids, completion))
         result.output_tokens += len(completion.token_ids)
         return parse_reply(completion.text)
+
+    def text_final(self, ctx: TurnContext, text: str, result: TurnResult) -> Final | None:
+        """A plain-text reply as a final answer. SIDs written in the text (a model answering natively in item
+        space) are items it names: grounded like any other, shown as items, and cut from the text the user
+        reads. None when nothing readable and grounded is left."""
+        refs = [m.group(0) for m in _SID_SPAN.finditer(text)]
+        ok, problems = self.grounder.check(refs, ctx.constraints) if refs else ([], [])
+        result.grounding_failures += len(problems)
+        ok = list(dict.fromkeys(ok))
+        reply = " ".join(_SID_SPAN.sub(" ", text).split())
+        if not reply and ok:
+            reply = "Here is what I found." if len(ok) == 1 else "Here are some options."
+        if not reply:
+            return None
+        return Final(reply=reply, item_ids=ok, actions=[{"type": "show_items", "item_ids": ok}] if ok else [])
 
     def execute(self, ctx: TurnContext, parsed: ParsedReply, result: TurnResult) -> Final | None:
         """Run a parsed reply's calls; append their results (and a grounded final's text) to the session."""

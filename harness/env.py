@@ -98,13 +98,13 @@ class AgentEnv:
         result.steps += 1
         parsed = parse_reply(action)
         final: Final | None
-        if not parsed.calls and not parsed.problems:
+        ctx = TurnContext(app=self.app, session=self._session, constraints=dict(self._session.constraints),
+                          budget=Budget(1e9, max_steps=self.max_steps), model=self.loop.model)
+        if not parsed.calls and not parsed.problems:  # plain text (SIDs in it are grounded items) ends the turn
             self._session.messages.append({"role": "assistant", "content": parsed.content})
-            final = Final(reply=parsed.content)
+            final = self.loop.text_final(ctx, parsed.content, result) or Final(reply="")
         else:
             self._session.messages.append(assistant_message(parsed.content, parsed.calls))
-            ctx = TurnContext(app=self.app, session=self._session, constraints=dict(self._session.constraints),
-                              budget=Budget(1e9, max_steps=self.max_steps), model=self.loop.model)
             final = self.loop.execute(ctx, parsed, result)
         if final is not None and any(a.get("type") == "ask_user" for a in final.actions):
             if self._turns < self.max_turns:

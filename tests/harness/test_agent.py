@@ -218,3 +218,24 @@ def test_fit_prompt_keeps_system_tools_and_first_user_and_drops_the_oldest(chat_
     minimal = render_ids(chat_tokenizer, [system, msgs[0], msgs[-1]], None)
     assert fit_prompt(chat_tokenizer, "SYS", msgs, [], len(minimal)) == minimal
     assert fit_prompt(chat_tokenizer, "SYS", msgs, [], len(minimal) - 1) is None  # the loop falls back
+
+
+def test_sids_written_as_text_are_grounded_items_and_cut_from_the_reply(scripted: Any) -> None:
+    import numpy as np
+
+    from harness.agent import Grounder
+    from sid.codebook import SidMap
+
+    sid_map = SidMap(["a", "b", "sold", "k"], np.array([[0, 0], [0, 1], [1, 0], [2, 0]]))
+    engine = scripted(["Try <s1_0><s2_0> or <s1_0><s2_1> <s1_1><s2_0> <s1_9><s2_9>", "<s1_2><s2_0>", "<s1_1><s2_0>"])
+    app = make_app()
+    loop = AgentLoop(app, ModelAccess(engine=engine, tokenizer=engine.tokenizer),
+                     Grounder(CATALOG, sid_map, _price_ok))
+    first = loop.run_turn(SessionState(), "cheap things", constraints={"price_max": 20})
+    # a (10) passes; b is over the price cap, sold is out of stock, <s1_9><s2_9> names nothing: 3 failures
+    assert first.final.item_ids == ["a"] and first.final.reply == "Try or" and first.grounding_failures == 3
+    assert not first.degraded
+    only_sid = loop.run_turn(SessionState(), "a knife")
+    assert only_sid.final.item_ids == ["k"] and only_sid.final.reply == "Here is what I found."
+    nothing = loop.run_turn(SessionState(), "the sold one")  # only an ungrounded SID: nothing to show
+    assert nothing.degraded and nothing.reason == "empty_reply" and "sold" not in nothing.final.item_ids
