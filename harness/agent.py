@@ -19,6 +19,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from harness.budget import Budget
@@ -35,8 +36,9 @@ from harness.protocol import (
 from harness.session import SessionState
 from infra.engines.base import Completion, Engine, GenerationRequest, SamplingParams
 from sid.codebook import SidMap, parse_sid
+from sid.decoding import VllmSidLogitsProcessor
 from sid.tokens import SidTokenMap
-from sid.trie import SidTrie
+from sid.trie import ItemFilter, SidTrie
 
 _SID_SPAN = re.compile(r"(?:<s\d+_\d+>)+")
 """A SID written out as text: ``<s1_12><s2_200><s3_3><s4_0>`` (or a prefix of one)."""
@@ -320,10 +322,26 @@ class AgentLoop:
             result.reason = "budget"
             return None
         params = SamplingParams(max_new_tokens=cap, temperature=cfg.temperature, top_p=cfg.top_p, seed=cfg.seed)
-        completion = engine.generate([GenerationRequest(prompt=ids, params=params)])[0][0]
+        request = GenerationRequest(prompt=ids, params=params, constraint=self._sid_constraint(ctx))
+        completion = engine.generate([request])[0][0]
         result.model_calls.append(ModelCall(ids, completion))
         result.output_tokens += len(completion.token_ids)
         return parse_reply(completion.text)
+
+    def _sid_constraint(self, ctx: TurnContext) -> Callable[[], VllmSidLogitsProcessor] | None:
+        """Inside a SID span the model may only write SIDs of live items (in stock, under the request's price
+        range): decode-time grounding, so a SID the model writes names a real item instead of a near miss."""
+        sid = self.model.sid if self.model is not None else None
+        if sid is None:
+            return None
+        c = ctx.constraints
+        try:
+            flt = ItemFilter(in_stock=self.app.require_stock, price_min=c.get("price_min"),
+                             price_max=c.get("price_max"))
+        except ValueError:  # constraints of another shape (another app): stock only
+            flt = ItemFilter(in_stock=self.app.require_stock)
+        return partial(VllmSidLogitsProcessor, sid.trie, sid.token_map, flt=flt, start_token_id=sid.start_id,
+                       end_token_ids=[sid.end_id])
 
     def text_final(self, ctx: TurnContext, text: str, result: TurnResult) -> Final | None:
         """A plain-text reply as a final answer. SIDs written in the text (a model answering natively in item
