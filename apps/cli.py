@@ -20,6 +20,7 @@ from pydantic import BaseModel
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from typer.core import TyperGroup
 
 from data_curation.errors import CurationError
 from infra.config import ConfigError, load_config
@@ -306,12 +307,15 @@ def train_sft_cmd(
     = None,
 ) -> None:
     """Supervised fine-tuning of a SID-aware agent on a world's alignment and intent examples."""
+    from apps.shopping.agent import SYSTEM_PROMPT, shopping_tools
     from training.models import ModelError
     from training.sft import SFTConfig, SFTError, train_sft
-    from training.sft_data import SftDataError
+    from training.sft_data import SftDataError, TrajectorySpec
 
-    cfg = _config(SFTConfig, config, {"base": base, "max_steps": max_steps, "out": out,
-                                      "resume": resume or None, "workers": workers})
+    # tool-call trajectories are rendered with the app's prompt and tools, exactly as the serving loop renders them
+    spec = TrajectorySpec(system_prompt=SYSTEM_PROMPT, tools=shopping_tools().schemas())
+    cfg = _config(SFTConfig, config, {"base": base, "max_steps": max_steps, "out": out, "resume": resume or None,
+                                      "workers": workers, "trajectory_spec": spec})
     try:
         with _train_progress() as update:
             result = train_sft(cfg, update)
@@ -412,6 +416,170 @@ def serve(
     console.print(f"serving {', '.join(server.apps)} on {base}  (docs: {base}/docs, metrics: {base}/metrics)",
                   highlight=False)
     uvicorn.run(create_app(server), host=host, port=port, log_level="warning")
+
+
+class _EvalGroup(TyperGroup):
+    """``sidekick eval AGENT --logs DIR`` is short for ``sidekick eval run AGENT --logs DIR``: anything that is
+    not a subcommand name (or --help) is handed to ``run``."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:  # ctx: typer's click Context
+        if args and args[0] not in self.commands and args[0] not in ("--help", "-h"):
+            args = ["run", *args]
+        return super().parse_args(ctx, args)
+
+
+eval_app = typer.Typer(cls=_EvalGroup, no_args_is_help=True,
+                       help="Offline evaluation: replay an agent on logged tasks (report.json + report.html), compare "
+                            "two runs, the MovieLens benchmark. 'sidekick eval AGENT --logs DIR' = 'eval run ...'.")
+app.add_typer(eval_app, name="eval")
+
+
+@contextmanager
+def _counted_progress(what: str) -> Iterator[tuple[Callable[[int], None], Callable[[int], None]]]:
+    """A progress bar whose total is set once known: yields ``(set_total, advance)``."""
+    columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=console, transient=False, disable=not console.is_terminal) as bar:
+        task = bar.add_task(what, total=None)
+        yield (lambda n: bar.update(task, total=n)), (lambda n: bar.advance(task, n))
+
+
+def _split_names(values: list[str] | None) -> list[str]:
+    return [n.strip() for v in values or [] for n in v.split(",") if n.strip()]
+
+
+@eval_app.command("run")
+def eval_run(
+    agent: Annotated[Path | None, typer.Argument(help="Agent directory (e.g. runs/train/final); omit to evaluate the "
+                                                      "apps' fallbacks alone.")] = None,
+    logs: Annotated[Path | None, typer.Option(help="Tasks to replay: a directory with tasks.jsonl (a curated split "
+                                                   "such as runs/c/test, or a world) or a tasks file.")] = None,
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="Output directory (default "
+                                                                 "runs/eval/<parent>-<agent dir>); an earlier report "
+                                                                 "there is replaced.")] = None,
+    world: Annotated[list[Path] | None, typer.Option("--world", "-w", help="World directory of an app (repeat); "
+                                                     "default: beside --logs, else the agent's training world.")]
+    = None,
+    baselines: Annotated[list[str] | None, typer.Option(help="Baselines over the same tasks, comma-separated: "
+                                                        "popularity, bm25, dense, sasrec, or none "
+                                                        "(default popularity,bm25).")] = None,
+    workers: Annotated[int | None, typer.Option(help="Tasks in flight at once, sharing engine batches (default 4).")]
+    = None,
+    limit: Annotated[int | None, typer.Option(help="Only the first N tasks (default: all).")] = None,
+    threads: Annotated[int | None, typer.Option(help="torch CPU threads of the engine (default: torch's; 1 is "
+                                                     "often faster on a busy machine).")] = None,
+    seed: Annotated[int | None, typer.Option(help="Base seed of sampling (default 0); same seed, same report.")]
+    = None,
+    max_turns: Annotated[int | None, typer.Option(help="Most user turns per task (default 3).")] = None,
+    temperature: Annotated[float | None, typer.Option(help="Sampling temperature (default 0 = greedy).")] = None,
+    max_new_tokens: Annotated[int | None, typer.Option(help="Most tokens per model call (default 256).")] = None,
+    enforce_budget: Annotated[bool | None, typer.Option("--enforce-budget/--measure-budget", help="Enforce each app's "
+                                                        "latency budget as served (load-dependent) or only measure "
+                                                        "it (default).")] = None,
+    budget_ms: Annotated[float | None, typer.Option(help="Turn budget in ms for every app (default: per app).")]
+    = None,
+    config: Annotated[Path | None, typer.Option("--config", "-c", help="YAML EvalConfig (eval/run.py).")] = None,
+    dtype: Annotated[str, typer.Option(help="auto (bf16 where the CPU has it), bf16 or fp32.")] = "auto",
+) -> None:
+    """Replay an agent on logged tasks; write traces.jsonl, report.json, report.html (with plots) into --out."""
+    from apps.evaluate import DEFAULT_BASELINES, EvalSetupError, evaluate
+    from eval.replay import ReplayError
+    from eval.run import EvalConfig
+
+    if logs is None:
+        raise UsageError("--logs DIR is required (a directory with tasks.jsonl, e.g. runs/c/test)")
+    if dtype not in ("auto", "bf16", "fp32"):
+        raise UsageError(f"--dtype {dtype!r}: expected auto, bf16 or fp32")
+    cfg = _config(EvalConfig, config, {"workers": workers, "limit": limit, "threads": threads, "seed": seed,
+                                       "max_turns": max_turns, "temperature": temperature,
+                                       "max_new_tokens": max_new_tokens, "enforce_budget": enforce_budget,
+                                       "budget_ms": budget_ms})
+    # runs/train/final -> runs/eval/train-final (agents are usually all called "final")
+    out = out or Path("runs") / "eval" / ("-".join(agent.resolve().parts[-2:]) if agent is not None else "fallback")
+    names = _split_names(baselines) if baselines else list(DEFAULT_BASELINES)
+    names = [] if names == ["none"] else names
+    try:
+        with _counted_progress("eval") as (set_total, advance):
+            report = evaluate(agent, logs, out, cfg, worlds=world or [], baselines=names,
+                              dtype=dtype, progress=advance, on_total=set_total)  # type: ignore[arg-type]
+    except EvalSetupError as err:
+        raise UsageError(str(err)) from err
+    except ReplayError as err:
+        console.print(f"[red]error:[/red] {err}", highlight=False, soft_wrap=True)
+        raise typer.Exit(code=1) from err
+    _print_eval(report, out)
+
+
+def _print_eval(report: dict[str, Any], out: Path) -> None:
+    cols = ("success", "reward", "recall@10", "ndcg@10", "mrr", "turns", "tool_calls", "degraded")
+    table = Table(title=f"eval: {report['counts']['tasks']:,} tasks")
+    for col in ("app", "tasks", *cols):
+        table.add_column(col, justify="left" if col == "app" else "right")
+    for name, g in {"all": report["overall"], **report["by_app"]}.items():
+        table.add_row(name, f"{g['tasks']:,}", *["—" if g.get(c) is None else f"{g[c]:.3f}" for c in cols])
+    out_console.print(table)
+    t, checks = report["timing"], report["checks"]
+    grounded = "0 ungrounded items served" if checks["served_output_grounded"] else \
+        f"{checks['ungrounded_served']} UNGROUNDED ITEMS SERVED"
+    out_console.print(f"[green]wrote[/green] {out / 'report.html'}  tasks/s={t['tasks_per_s']}  "
+                      f"turn p50/p95 ms={t['turn_latency_ms']['p50']}/{t['turn_latency_ms']['p95']}  "
+                      f"errors={report['counts']['errors']}  {grounded}", highlight=False)
+
+
+@eval_app.command("compare")
+def eval_compare(
+    run_a: Annotated[Path, typer.Argument(help="First evaluation output (directory or its report.json), e.g. before.")],
+    run_b: Annotated[Path, typer.Argument(help="Second evaluation output, e.g. after training.")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Directory for compare.json, compare.html, compare.png.")],
+    label_a: Annotated[str | None, typer.Option(help="Name of the first run (default: its directory name).")] = None,
+    label_b: Annotated[str | None, typer.Option(help="Name of the second run (default: its directory name).")] = None,
+) -> None:
+    """Compare two evaluation runs metric by metric (B - A) and list the tasks B newly solves and newly fails."""
+    from apps.evaluate import EvalSetupError, compare_runs
+
+    labels = (label_a or run_a.name, label_b or run_b.name) if label_a or label_b else None
+    try:
+        cmp = compare_runs(run_a, run_b, out, labels)
+    except EvalSetupError as err:
+        raise UsageError(str(err)) from err
+    table = Table(title=f"compare {cmp['labels'][0]} -> {cmp['labels'][1]}")
+    for col in ("group", "metric", "A", "B", "delta"):
+        table.add_column(col, justify="left" if col in ("group", "metric") else "right")
+    for group, metrics in cmp["groups"].items():
+        for m in ("success", "reward", "recall@10"):
+            if m in metrics and metrics[m]["delta"] is not None:
+                d = metrics[m]
+                table.add_row(group, m, f"{d['a']:.3f}", f"{d['b']:.3f}", f"{d['delta']:+.3f}")
+    out_console.print(table)
+    flips = cmp.get("flips")
+    extra = f"  gained={len(flips['gained'])} lost={len(flips['lost'])}" if flips else ""
+    out_console.print(f"[green]wrote[/green] {out / 'compare.html'}{extra}", highlight=False)
+
+
+@eval_app.command("movielens")
+def eval_movielens(
+    world: Annotated[Path, typer.Argument(help="MovieLens world (`sidekick world import-movielens --out DIR`).")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Output directory (report.json, report.md, sid/).")],
+    quick: Annotated[bool, typer.Option("--quick", help="Short training (SASRec 3 epochs, SID 2) for a smoke run.")]
+    = False,
+    methods: Annotated[list[str] | None, typer.Option(help="Methods, comma-separated: popularity, bm25, dense, "
+                                                      "sasrec, sid (default: all).")] = None,
+    max_users: Annotated[int | None, typer.Option(help="Only the first N users (default: all 943).")] = None,
+    seed: Annotated[int | None, typer.Option(help="Seed of SIDs, models and data order (default 0).")] = None,
+    config: Annotated[Path | None, typer.Option("--config", "-c", help="YAML MovieLensBenchConfig "
+                                                "(eval/movielens.py).")] = None,
+) -> None:
+    """MovieLens-100k leave-one-out next-item benchmark: SID generative retrieval vs popularity, BM25, dense, SASRec."""
+    from eval.movielens import MovieLensBenchConfig, MovieLensBenchError, format_table, run_movielens_benchmark
+
+    cfg = _config(MovieLensBenchConfig, config, {"world": world, "out": out, "quick": quick or None,
+                                                 "methods": _split_names(methods) or None, "max_users": max_users,
+                                                 "seed": seed})
+    try:
+        report = run_movielens_benchmark(cfg, progress=lambda line: console.print(line, highlight=False))
+    except MovieLensBenchError as err:
+        raise UsageError(str(err)) from err
+    out_console.print(format_table(report), highlight=False)
+    out_console.print(f"[green]wrote[/green] {out / 'report.json'}", highlight=False)
 
 
 def main() -> None:

@@ -1,6 +1,6 @@
 """Ranking metrics against rankings worked out by hand.
 
-Run: .venv/bin/python -m pytest tests/eval/test_metrics.py -q
+Run: .venv/bin/python -m pytest tests/eval/test_ranking_metrics.py -q
 """
 
 from __future__ import annotations
