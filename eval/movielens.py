@@ -1,0 +1,512 @@
+"""Next-item benchmark on MovieLens-100k: SID generative retrieval against popularity, BM25, dense and SASRec.
+
+    python bench/movielens.py --quick        # imports the world if needed, runs this, prints the table
+    report = run_movielens_benchmark(MovieLensBenchConfig(world=Path("runs/ml"), out=Path("runs/eval/ml"), quick=True))
+    print(format_table(report))              # `sidekick eval movielens` is the CLI front of the same call
+
+Protocol (the standard leave-one-out, full-ranking one). Each user's ratings, in time order (ties by item
+id, as the importer writes them), are a timeline ``i_1 … i_n``. The test target is ``i_n``, the test input
+the history ``i_1 … i_{n-1}``; ``i_{n-1}`` is the validation item (SASRec picks its best epoch on it) and
+every trained method trains on ``i_1 … i_{n-2}`` only. Every one of the 1,682 movies is a candidate except
+the user's history items (ml-100k never has a user rate a movie twice, so the target is never excluded).
+Metrics (:mod:`eval.metrics`, one relevant item per user): HR@k (= hit@k) and NDCG@k, averaged over users.
+
+Methods, each ranking the top ``k``:
+
+- **popularity**: rating counts over the training parts;
+- **bm25**: Okapi BM25 of the next-item task's message ("I've recently watched A, B, … What should I
+  watch next?", naming the last 5 history titles) against each movie's text (title, genres, year);
+- **dense**: MiniLM embeddings of the movie texts; the query is the normalised mean of the user's last
+  ``text_history`` history movies; faiss exact inner-product search;
+- **sasrec**: SASRec with full-softmax cross-entropy, trained through RecBole (:mod:`eval.sasrec`), on the
+  last ``context_items`` (20) items, the same context the SID model gets;
+- **sid**: SID generative retrieval (TIGER, Rajput et al. 2023, "Recommender Systems with Generative
+  Retrieval"). The movies get semantic IDs (:mod:`sid.build`: MiniLM -> balanced RQ-KMeans, 3 levels x
+  32 codes, + a collision suffix); a tiny Llama (:mod:`training.tiny`) made SID-aware
+  (:func:`training.models.make_sid_aware`) learns, as a causal LM over the user's SID sequence, the
+  next movie's SID: ``<bos> <s1_a><s2_b><s3_c><s4_d><|sid_end|> …``, cross-entropy on every SID and
+  separator token (each position predicts the next); at test time trie-constrained beam search
+  (:func:`sid.decoding.constrained_beam_search`) over the movies not in the history returns the top ``k``.
+
+Output under ``out``: ``report.json`` (per method: hr@k, ndcg@k, mrr, train and eval seconds, details),
+``report.md`` (the table), ``sid/`` (the SID directory) and ``manifest.json``.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from data_curation.records import ITEM_EVENTS, Session
+from eval.baselines import Bm25Ranker, DenseRanker, Popularity, Query
+from eval.metrics import mean_metrics, ranking_metrics
+from eval.sasrec import SasRecConfig, train_sasrec
+from harness.catalog import Catalog, Item
+from harness.tasks import Task
+from infra.layout import CATALOG_FILE, LOGS_FILE, TASKS_FILE
+from infra.manifest import write_manifest
+from infra.recordio import RecordReader
+
+Method = Literal["popularity", "bm25", "dense", "sasrec", "sid"]
+METHODS: tuple[Method, ...] = ("popularity", "bm25", "dense", "sasrec", "sid")
+"""Every method of the benchmark, in table order."""
+REPORT_JSON = "report.json"
+REPORT_MD = "report.md"
+SID_DIR = "sid"
+
+Progress = Callable[[str], None]
+"""Receives one short status line per stage and per training epoch / 50 steps."""
+
+
+class MovieLensBenchError(ValueError):
+    """A world directory or setting the benchmark cannot run on (the message says what to change)."""
+
+
+# ------------------------------------------------------------------------------------------------ config
+class SidRetrievalConfig(BaseModel):
+    """The SID generative retriever: its semantic IDs, model, training and decoding."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    levels: int = Field(default=3, ge=1, le=6, description="RQ-KMeans levels (a collision-suffix level is added).")
+    codebook_size: int = Field(default=32, ge=2, le=256, description="Codes per level (default 32).")
+    balanced: bool = Field(default=True, description="Capacity-constrained RQ-KMeans (default true). On the 1,682 "
+                           "movies, 3 x 32 balanced: 20 % of items share their 3 codes with another (suffix <= 8); "
+                           "plain 3 x 32: 39 % (suffix <= 18); plain 3 x 16: 81 % (suffix <= 27).")
+    context_items: int = Field(default=20, ge=1, description="Most recent history items in the prompt "
+                               "(training windows hold context_items + 1 items).")
+    layers: int = Field(default=2, ge=1, le=8, description="Llama layers of the tiny model (default 2).")
+    hidden: int = Field(default=128, ge=16, description="Hidden width (default 128).")
+    heads: int = Field(default=4, ge=1, description="Attention heads (default 4).")
+    vocab_size: int = Field(default=512, ge=384, description="Text vocabulary of the tiny tokenizer, trained "
+                            "on the titles (text is not used by this task; default 512, the minimum is 384).")
+    epochs: float = Field(default=12.0, gt=0, description="Passes over the training windows (default 12; the "
+                          "benchmark's quick preset: 3).")
+    batch_size: int = Field(default=32, ge=1, description="Windows per optimizer step (default 32).")
+    lr: float = Field(default=2e-3, gt=0, description="Peak AdamW learning rate (default 2e-3), cosine to 0.")
+    warmup_steps: int = Field(default=50, ge=0, description="Linear warmup steps (default 50).")
+    precision: Literal["auto", "bf16", "fp32"] = Field(default="fp32", description="Training compute: fp32 "
+                                                       "(default: at this size bf16 autocast was 1.7x slower on an "
+                                                       "AMX CPU), bf16 autocast over fp32 weights, or auto (bf16 "
+                                                       "where the hardware has native bf16).")
+    beam_size: int = Field(default=20, ge=1, description="Beams of the constrained beam search (>= k; default 20).")
+
+
+PRESETS: dict[str, dict[str, dict[str, Any]]] = {
+    "quick": {"sasrec": {"epochs": 3, "stopping_step": 3}, "sid": {"epochs": 3.0}},
+    "full": {"sasrec": {"epochs": 15, "stopping_step": 5}, "sid": {"epochs": 12.0}},
+}
+"""Training length per mode, for the fields of ``sasrec`` / ``sid`` a config leaves unset."""
+
+
+class MovieLensBenchConfig(BaseModel):
+    """``sidekick eval movielens``: the leave-one-out next-item benchmark on a MovieLens world."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    world: Path = Field(description="World directory from `sidekick world import-movielens` (catalog.jsonl, "
+                        "logs.jsonl, tasks.jsonl).")
+    out: Path = Field(description="Output directory (report.json, report.md, sid/, manifest.json).")
+    quick: bool = Field(default=False, description="Short training (PRESETS['quick']: SASRec 3 epochs, SID 3 "
+                        "epochs) instead of PRESETS['full'] (SASRec up to 15 epochs with early stopping after 5, "
+                        "SID 12 epochs); fields set explicitly under sasrec / sid win.")
+    seed: int = Field(default=0, ge=0, description="Seeds SIDs, both models and the data order (default 0).")
+    k: int = Field(default=10, ge=1, description="Cut-off of HR@k and NDCG@k (default 10).")
+    methods: list[Method] = Field(
+        default_factory=lambda: list(METHODS), min_length=1, description="Methods to run (default: all five).")
+    max_users: int = Field(default=0, ge=0, description="Only the first N users by id (training and test); "
+                           "0 = all (default). For smoke runs.")
+    context_items: int = Field(default=20, ge=1, description="History items the sequential models see (SASRec "
+                               "max_seq_len, the SID prompt), default 20: the same context for both, and ~3x "
+                               "cheaper SASRec epochs on CPU than RecBole's 50.")
+    text_history: int = Field(default=5, ge=1, description="History movies in the dense query (default 5; the "
+                              "BM25 query is the task message, which names the last 5).")
+    threads: int = Field(default=1, ge=0, description="Torch threads (default 1: on a shared 2-core machine two "
+                         "spinning OpenMP threads are several times slower); 0 = leave as is.")
+    cache_dir: Path | None = Field(default=None, description="Embedding cache; None = settings.cache_dir.")
+    sasrec: SasRecConfig = Field(default_factory=SasRecConfig, description="SASRec settings (eval.sasrec).")
+    sid: SidRetrievalConfig = Field(default_factory=SidRetrievalConfig, description="SID retriever settings.")
+
+    @model_validator(mode="after")
+    def _check(self) -> MovieLensBenchConfig:
+        if "sid" in self.methods and self.sid.beam_size < self.k:
+            raise ValueError(f"sid.beam_size {self.sid.beam_size} < k {self.k}: beam search returns at most "
+                             "beam_size items; raise sid.beam_size")
+        return self
+
+    def effective(self) -> tuple[SasRecConfig, SidRetrievalConfig]:
+        """The SASRec and SID settings this run uses: the mode's presets (:data:`PRESETS`), ``context_items``,
+        ``seed`` and ``threads`` fill every field of ``sasrec`` / ``sid`` that was not set explicitly."""
+        preset = PRESETS["quick" if self.quick else "full"]
+        sasrec_fill = {**preset["sasrec"], "max_seq_len": self.context_items, "seed": self.seed,
+                       **({"threads": self.threads} if self.threads else {})}
+        sid_fill = {**preset["sid"], "context_items": self.context_items}
+        sasrec = self.sasrec.model_copy(
+            update={k: v for k, v in sasrec_fill.items() if k not in self.sasrec.model_fields_set})
+        sid = self.sid.model_copy(update={k: v for k, v in sid_fill.items() if k not in self.sid.model_fields_set})
+        return sasrec, sid
+
+
+# ------------------------------------------------------------------------------------------------ data
+@dataclass
+class LeaveOneOut:
+    """Per user (in id order): the timeline, its training part (all but the last two), test history and target."""
+
+    users: list[str]
+    timelines: dict[str, list[str]]
+    queries: dict[str, str]
+    """The text query of each user: the next-item task's message."""
+    skipped_users: int
+
+    def train(self, user: str) -> list[str]:
+        return self.timelines[user][:-2]
+
+    def history(self, user: str) -> list[str]:
+        return self.timelines[user][:-1]
+
+    def target(self, user: str) -> str:
+        return self.timelines[user][-1]
+
+
+def _id_order(user: str) -> tuple[int, int, str]:
+    return (0, int(user), user) if user.isdigit() else (1, 0, user)
+
+
+def load_leave_one_out(world: Path, catalog: Catalog, max_users: int = 0) -> LeaveOneOut:
+    """Timelines from ``logs.jsonl`` (item events in time order, ties in file order), the queries from
+    ``tasks.jsonl`` (checked against the timelines). Users with fewer than 3 items are skipped."""
+    events: dict[str, list[tuple[float, int, str]]] = {}
+    order = 0
+    for session in RecordReader(world / LOGS_FILE, Session):
+        for e in session.events:
+            if e.type in ITEM_EVENTS and e.item_id is not None:
+                if e.item_id not in catalog:
+                    raise MovieLensBenchError(f"{world / LOGS_FILE}: item {e.item_id!r} is not in the catalog")
+                events.setdefault(session.user_id, []).append((e.ts, order, e.item_id))
+                order += 1
+    users = sorted(events, key=_id_order)
+    kept = [u for u in users if len(events[u]) >= 3]
+    if max_users:
+        kept = kept[:max_users]
+    timelines = {u: [item for _, _, item in sorted(events[u])] for u in kept}
+    if not timelines:
+        raise MovieLensBenchError(f"{world}: no user has 3 or more rated items")
+    queries = _task_queries(world, timelines)
+    return LeaveOneOut(kept, timelines, queries, skipped_users=len([u for u in users if len(events[u]) < 3]))
+
+
+def _task_queries(world: Path, timelines: dict[str, list[str]]) -> dict[str, str]:
+    path = world / TASKS_FILE
+    if not path.is_file():
+        raise MovieLensBenchError(f"{world} has no {TASKS_FILE}: import it with next-item tasks "
+                                  "(`sidekick world import-movielens --out DIR`)")
+    queries: dict[str, str] = {}
+    for task in RecordReader(path, Task):
+        user = str(task.meta.get("user_id", ""))
+        if task.kind != "next_item" or user not in timelines or task.target is None:
+            continue
+        want = timelines[user][-1]
+        if task.target.item_ids != [want]:
+            raise MovieLensBenchError(f"{path}: task {task.task_id} targets {task.target.item_ids} but user {user}'s "
+                                      f"logs end with {want!r}; re-import the world")
+        queries[user] = Query.of_task(task).text
+    missing = [u for u in timelines if u not in queries]
+    if missing:
+        raise MovieLensBenchError(f"{path} has no next_item task for {len(missing)} users (e.g. {missing[0]}); "
+                                  "re-import the world")
+    return queries
+
+
+# ------------------------------------------------------------------------------------------------ SID retriever
+class SidGenerativeRetriever:
+    """A tiny SID-aware Llama that continues a user's SID sequence, decoded with trie-constrained beam search.
+
+    ``setup`` builds the model, ``train`` fits it on training sequences, ``rank`` answers a :class:`Query`.
+    """
+
+    name = "sid"
+
+    def __init__(self, cfg: SidRetrievalConfig, sid_dir: Path, corpus: Sequence[str], seed: int) -> None:
+        self.cfg, self.sid_dir, self.corpus, self.seed = cfg, sid_dir, list(corpus), seed
+
+    def setup(self) -> None:
+        from sid.build import SIDS_FILE
+        from sid.codebook import SidMap
+        from training.models import SID_END, make_sid_aware
+        from training.tiny import build_tiny
+
+        cfg = self.cfg
+        self.model, self.tokenizer = build_tiny(self.corpus, vocab_size=cfg.vocab_size, layers=cfg.layers,
+                                                hidden=cfg.hidden, heads=cfg.heads, seed=self.seed)
+        self.token_map = make_sid_aware(self.model, self.tokenizer, self.sid_dir)
+        self._break_symmetry()
+        self.sid_map = SidMap.load(self.sid_dir / SIDS_FILE)
+        self.row = {item: r for r, item in enumerate(self.sid_map.item_ids)}
+        self.sep = int(self.tokenizer.get_vocab()[SID_END])
+        self.bos = int(self.tokenizer.bos_token_id)
+        self.pad = int(self.tokenizer.pad_token_id)
+        tokens = [[*self.token_map.ids_from_codes(self.sid_map.codes[r]), self.sep] for r in range(len(self.sid_map))]
+        self.item_tokens = np.array(tokens, np.int64)  # (N, D + 1): SID tokens then the separator
+        # The constraint ends a SID with the model's eos: here the separator it learns to write after every SID.
+        self.model.generation_config.eos_token_id = self.sep
+        self.model.generation_config.pad_token_id = self.pad
+
+    def _break_symmetry(self) -> None:
+        """Add seeded noise (std = the model's init range) to the SID token embeddings. ``make_sid_aware``
+        starts every token from its label words' mean, so tokens without labels (the suffix level, codes
+        without words) start identical, and identical inputs stay nearly identical: the model could not
+        tell them apart in the history and would learn only how frequent each code is."""
+        emb = self.model.get_input_embeddings().weight  # (V, H); the head is tied to it
+        assert isinstance(emb, torch.Tensor)
+        ids = torch.tensor(sorted(self.token_map.token_ids.values()), dtype=torch.long)
+        gen = torch.Generator().manual_seed(self.seed)
+        std = float(getattr(self.model.config, "initializer_range", 0.02))
+        with torch.no_grad():
+            emb[ids] += std * torch.randn((len(ids), emb.shape[1]), generator=gen, dtype=emb.dtype)
+
+    def _ids(self, items: Sequence[str]) -> list[int]:
+        rows = [self.row[i] for i in items if i in self.row]
+        return [self.bos, *self.item_tokens[rows].ravel().tolist()]
+
+    def windows(self, sequences: Sequence[Sequence[str]]) -> list[list[int]]:
+        """Token rows: each sequence cut from its end into windows of ``context_items + 1`` items."""
+        span = self.cfg.context_items + 1
+        out = []
+        for seq in sequences:
+            for end in range(len(seq), 0, -span):
+                out.append(self._ids(seq[max(0, end - span):end]))
+        return out
+
+    def train(self, sequences: Sequence[Sequence[str]], progress: Progress | None = None) -> dict[str, Any]:
+        """Next-token cross-entropy on every SID and separator token of the windows (mean over the batch's
+        tokens); AdamW, linear warmup then cosine decay (:func:`training.sft.cosine_with_warmup`)."""
+        from training.models import resolve_dtype
+        from training.sft import cosine_with_warmup
+
+        cfg = self.cfg
+        rows = self.windows(sequences)
+        if not rows:
+            raise MovieLensBenchError("the SID retriever has no training sequences")
+        steps_per_epoch = math.ceil(len(rows) / cfg.batch_size)
+        total = max(1, math.ceil(cfg.epochs * steps_per_epoch))
+        warmup = min(cfg.warmup_steps, total // 2)
+        opt = torch.optim.AdamW(self.model.parameters(), lr=cfg.lr, betas=(0.9, 0.95), weight_decay=0.0)
+        sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: cosine_with_warmup(s, warmup, total))
+        bf16 = resolve_dtype(cfg.precision) == torch.bfloat16
+        rng = np.random.default_rng([self.seed, 3])
+        order: np.ndarray = np.zeros(0, np.int64)
+        self.model.train()
+        losses: list[float] = []
+        tokens = 0
+        t0 = time.perf_counter()
+        for step in range(total):
+            offset = (step % steps_per_epoch) * cfg.batch_size
+            if offset == 0:
+                order = rng.permutation(len(rows))
+            batch = [rows[int(i)] for i in order[offset:offset + cfg.batch_size]]
+            loss, n = self._step(batch, opt, bf16)
+            sched.step()
+            losses.append(loss)
+            tokens += n
+            if progress is not None and ((step + 1) % 50 == 0 or step + 1 == total):
+                recent = float(np.mean(losses[-50:]))
+                progress(f"sid step {step + 1}/{total}: loss {recent:.3f}, "
+                         f"{tokens / max(1e-9, time.perf_counter() - t0):,.0f} tok/s")
+        self.model.eval()
+        return {"windows": len(rows), "steps": total, "epochs": cfg.epochs, "tokens": tokens,
+                "first_loss": round(float(np.mean(losses[:20])), 4),
+                "last_loss": round(float(np.mean(losses[-50:])), 4),
+                "tokens_per_s": round(tokens / max(1e-9, time.perf_counter() - t0), 1)}
+
+    def _step(self, batch: list[list[int]], opt: torch.optim.Optimizer, bf16: bool) -> tuple[float, int]:
+        width = max(len(r) for r in batch)
+        ids = torch.full((len(batch), width), self.pad, dtype=torch.long)  # (B, T)
+        mask = torch.zeros((len(batch), width), dtype=torch.long)  # (B, T)
+        for b, r in enumerate(batch):
+            ids[b, :len(r)] = torch.tensor(r)
+            mask[b, :len(r)] = 1
+        targets = ids[:, 1:].masked_fill(mask[:, 1:] == 0, -100)  # (B, T-1): every next token, pads ignored
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            logits = self.model(input_ids=ids, attention_mask=mask, use_cache=False).logits  # (B, T, V)
+        assert logits.shape[:2] == ids.shape, f"logits {tuple(logits.shape)} vs ids {tuple(ids.shape)}"
+        loss = F.cross_entropy(logits[:, :-1].float().flatten(0, 1), targets.flatten(), ignore_index=-100)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
+        opt.step()
+        return float(loss.detach()), int((targets != -100).sum())
+
+    def rank(self, query: Query, k: int) -> list[str]:
+        """Beam search over the SIDs of the movies not in ``query.exclude``, after the last ``context_items``
+        history items; the best ``k`` by the model's log-probability of the SID tokens."""
+        from sid.decoding import constrained_beam_search
+        from sid.trie import SidTrie
+
+        keep = np.array([i not in query.exclude for i in self.sid_map.item_ids], bool)
+        if not keep.any():
+            return []
+        ids = [self.sid_map.item_ids[int(r)] for r in np.flatnonzero(keep)]
+        trie = SidTrie(ids, self.sid_map.codes[keep])
+        prompt = self._ids(query.history[-self.cfg.context_items:])
+        beams = max(k, self.cfg.beam_size)
+        hits = constrained_beam_search(self.model, self.tokenizer, prompt, trie, self.token_map, num_beams=beams)
+        return [h.item_id for h in hits[:k]]
+
+
+# ------------------------------------------------------------------------------------------------ the run
+def _score(ranked: Sequence[Sequence[str]], targets: Sequence[str], k: int) -> dict[str, float]:
+    rows = [ranking_metrics(r, {t}, ks=(k,)) for r, t in zip(ranked, targets, strict=True)]
+    m = mean_metrics(rows)
+    return {f"hr@{k}": m[f"hit@{k}"], f"ndcg@{k}": m[f"ndcg@{k}"], "mrr": m["mrr"]}
+
+
+def _rank_all(rank: Callable[[Query, int], list[str]], queries: Sequence[Query], k: int,
+              progress: Progress | None, name: str) -> list[list[str]]:
+    out = []
+    for n, q in enumerate(queries, 1):
+        out.append(rank(q, k))
+        if progress is not None and (n % 200 == 0 or n == len(queries)):
+            progress(f"{name}: ranked {n}/{len(queries)} users")
+    return out
+
+
+def _method(name: str, cfg: MovieLensBenchConfig, data: LeaveOneOut, items: list[Item], queries: list[Query],
+            progress: Progress | None) -> tuple[list[list[str]], float, float, dict[str, Any]]:
+    """Fit and rank one method: (rankings, train seconds, eval seconds, details)."""
+    targets = [data.target(u) for u in data.users]
+    sasrec_cfg, sid_cfg = cfg.effective()
+    ids = [i.item_id for i in items]
+    t0 = time.perf_counter()
+    info: dict[str, Any] = {}
+    if name == "popularity":
+        ranker: Any = Popularity.from_sequences(ids, (data.train(u) for u in data.users))
+    elif name == "bm25":
+        ranker = Bm25Ranker(items)
+    elif name == "dense":
+        ranker = DenseRanker(items, query_from="history", history_items=cfg.text_history,
+                             cache_dir=_cache_dir(cfg))
+    elif name == "sasrec":
+        ranker = train_sasrec(data.timelines, sasrec_cfg, progress=progress)
+        info = ranker.info
+    else:
+        ranker, info = _fit_sid(cfg, sid_cfg, data, items, progress)
+    train_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    if name == "sasrec":
+        ranked = ranker.rank_many(queries, cfg.k)
+    else:
+        ranked = _rank_all(ranker.rank, queries, cfg.k, progress if name == "sid" else None, name)
+    eval_s = time.perf_counter() - t0
+    if name == "sasrec":  # cross-check with RecBole's own test metrics, which do not exclude history items
+        unfiltered = ranker.rank_many([Query(history=q.history) for q in queries], cfg.k)
+        info["history_not_excluded"] = {k: round(v, 6) for k, v in _score(unfiltered, targets, cfg.k).items()}
+    return ranked, train_s, eval_s, info
+
+
+def _cache_dir(cfg: MovieLensBenchConfig) -> Path:
+    from infra.settings import get_settings
+
+    return cfg.cache_dir if cfg.cache_dir is not None else get_settings().cache_dir
+
+
+def _fit_sid(cfg: MovieLensBenchConfig, sid_cfg: SidRetrievalConfig, data: LeaveOneOut, items: list[Item],
+             progress: Progress | None) -> tuple[SidGenerativeRetriever, dict[str, Any]]:
+    from sid.build import SidBuildConfig, build_sids
+
+    sid_dir = cfg.out / SID_DIR
+    build = SidBuildConfig(levels=sid_cfg.levels, codebook_size=sid_cfg.codebook_size, balanced=sid_cfg.balanced,
+                           seed=cfg.seed)
+    report = build_sids(build, cfg.world, sid_dir, _cache_dir(cfg))
+    if progress is not None:
+        progress(f"sid: built {report['items']} SIDs, {report['levels']} levels x {sid_cfg.codebook_size}, "
+                 f"collisions before suffix {report['collision_rate']:.1%}")
+    retriever = SidGenerativeRetriever(sid_cfg, sid_dir, [i.title for i in items], cfg.seed)
+    retriever.setup()
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(cfg.seed)
+        training = retriever.train([data.train(u) for u in data.users], progress)
+    info = {"sids": {k: report[k] for k in ("items", "levels", "sizes", "collision_rate", "max_suffix")},
+            "training": training, "config": sid_cfg.model_dump()}
+    return retriever, info
+
+
+def run_movielens_benchmark(cfg: MovieLensBenchConfig, progress: Progress | None = None) -> dict[str, Any]:
+    """Run the benchmark of ``cfg`` and write ``report.json``, ``report.md`` and ``manifest.json`` under
+    ``cfg.out``; returns the report (``format_table`` prints it). Raises :class:`MovieLensBenchError` for
+    a world it cannot use."""
+    catalog_path = cfg.world / CATALOG_FILE
+    if not catalog_path.is_file():
+        raise MovieLensBenchError(f"{cfg.world} has no {CATALOG_FILE}: create it with "
+                                  f"`sidekick world import-movielens --out {cfg.world}`")
+    catalog, _ = Catalog.load(catalog_path)
+    items = list(catalog)
+    data = load_leave_one_out(cfg.world, catalog, cfg.max_users)
+    queries = [Query(text=data.queries[u], history=tuple(data.history(u)), exclude=frozenset(data.history(u)))
+               for u in data.users]
+    targets = [data.target(u) for u in data.users]
+    cfg.out.mkdir(parents=True, exist_ok=True)
+    methods: dict[str, Any] = {}
+    old_threads = torch.get_num_threads()
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
+    try:
+        for name in [m for m in METHODS if m in cfg.methods]:
+            if progress is not None:
+                progress(f"{name}: start")
+            ranked, train_s, eval_s, info = _method(name, cfg, data, items, queries, progress)
+            methods[name] = {**_score(ranked, targets, cfg.k), "train_s": round(train_s, 2),
+                             "eval_s": round(eval_s, 2), "users": len(ranked), **({"details": info} if info else {})}
+            if progress is not None:
+                progress(f"{name}: hr@{cfg.k} {methods[name][f'hr@{cfg.k}']:.4f}  "
+                         f"ndcg@{cfg.k} {methods[name][f'ndcg@{cfg.k}']:.4f}  ({train_s:.1f} s + {eval_s:.1f} s)")
+    finally:
+        torch.set_num_threads(old_threads)
+    report = _report(cfg, data, items, methods)
+    _write(cfg, report)
+    return report
+
+
+def _report(cfg: MovieLensBenchConfig, data: LeaveOneOut, items: list[Item], methods: dict[str, Any]) -> dict[str, Any]:
+    interactions = sum(len(t) for t in data.timelines.values())
+    return {
+        "benchmark": "movielens-next-item", "k": cfg.k, "quick": cfg.quick,
+        "protocol": "leave-one-out (last rating = test, second last = validation, the rest = training); full "
+                    f"ranking over all {len(items):,} items except the user's history; HR@{cfg.k}, NDCG@{cfg.k}",
+        "counts": {"users": len(data.users), "items": len(items), "interactions": interactions,
+                   "skipped_users": data.skipped_users},
+        "methods": methods, "config": cfg.model_dump(mode="json"),
+        "machine": {"cpus": os.cpu_count(), "load_avg": [round(x, 2) for x in os.getloadavg()],
+                    "torch_threads": cfg.threads or torch.get_num_threads()},
+    }
+
+
+def format_table(report: dict[str, Any]) -> str:
+    """The report's one table, in markdown: method x HR@k, NDCG@k, train s, eval s."""
+    k = report["k"]
+    lines = [f"| method | HR@{k} | NDCG@{k} | train s | eval s |", "|---|---:|---:|---:|---:|"]
+    for name, m in report["methods"].items():
+        lines.append(f"| {name} | {m[f'hr@{k}']:.4f} | {m[f'ndcg@{k}']:.4f} | {m['train_s']:.1f} | {m['eval_s']:.1f} |")
+    c = report["counts"]
+    lines.append("")
+    lines.append(f"{c['users']:,} users, {c['items']:,} items, {c['interactions']:,} ratings; "
+                 f"{'quick' if report['quick'] else 'full'} mode; {report['protocol']}.")
+    return "\n".join(lines)
+
+
+def _write(cfg: MovieLensBenchConfig, report: dict[str, Any]) -> None:
+    import json
+
+    (cfg.out / REPORT_JSON).write_text(json.dumps(report, indent=2))
+    (cfg.out / REPORT_MD).write_text(format_table(report) + "\n")
+    write_manifest(cfg.out, stage="eval.movielens", config=cfg.model_dump(mode="json"), counts=report["counts"],
+                   inputs=[cfg.world / CATALOG_FILE, cfg.world / LOGS_FILE, cfg.world / TASKS_FILE])

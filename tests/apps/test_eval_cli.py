@@ -1,0 +1,162 @@
+"""`sidekick eval` end to end as a user runs it: a briefly trained tiny agent and three small worlds, real
+subprocesses, files written, exit codes and one-line errors.
+
+    .venv/bin/python -m pytest tests/apps/test_eval_cli.py -q
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Callable
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+from apps.livestream.world import LivestreamWorldConfig, generate_livestream_world
+from apps.shopping.world import ShoppingWorldConfig, generate_shopping_world
+from apps.travel.world import TravelWorldConfig, generate_travel_world
+
+pytestmark = pytest.mark.integration
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def sidekick(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "apps.cli", *map(str, args)], capture_output=True, text=True,
+                          timeout=600, cwd=ROOT)
+
+
+@pytest.fixture(scope="module")
+def worlds(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("eval-worlds")
+    generate_shopping_world(ShoppingWorldConfig(items=300, tasks=40, sessions=0, customers=1), root / "shopping")
+    generate_livestream_world(LivestreamWorldConfig(streams=3, questions=12, viewers=5), root / "livestream")
+    generate_travel_world(TravelWorldConfig(pois=50, requests=8, travellers=3), root / "travel")
+    return {"shopping": root / "shopping", "livestream": root / "livestream", "travel": root / "travel"}
+
+
+@pytest.fixture(scope="module")
+def tiny_agent(worlds: dict[str, Path], tmp_path_factory: pytest.TempPathFactory,
+               make_sid_dir: Callable[[Path, Path], Path]) -> Path:
+    """A tiny SID-aware agent after a few SFT steps on the shopping world (a real agent directory)."""
+    from training.sft import SFTConfig, train_sft
+
+    root = tmp_path_factory.mktemp("eval-agent")
+    sid = make_sid_dir(worlds["shopping"], root / "sid")
+    cfg = SFTConfig.model_validate({
+        "base": "tiny", "world": worlds["shopping"], "sid": sid, "out": root / "sft", "cache_dir": root / "cache",
+        "max_steps": 4, "batch_size": 4, "max_seq_len": 128, "align_items": 20, "warmup_steps": 1, "eval_every": 0,
+        "save_every": 0, "precision": "fp32", "threads": 1, "log_every": 1})
+    result = train_sft(cfg)
+    assert result.final_dir is not None
+    return result.final_dir
+
+
+def _images(html_path: Path) -> list[str]:
+    images: list[str] = []
+
+    class Page(HTMLParser):
+        def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+            if tag == "img":
+                images.append(dict(attrs)["src"] or "")
+
+    Page().feed(html_path.read_text(encoding="utf-8"))
+    return images
+
+
+def _one_line_error(proc: subprocess.CompletedProcess[str], expected: str) -> None:
+    assert proc.returncode == 2, (proc.stdout, proc.stderr)
+    assert "Traceback" not in proc.stderr and expected in " ".join(proc.stderr.split()), proc.stderr
+
+
+def in_process(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, *args: str | Path
+               ) -> tuple[int, str, str]:
+    """``sidekick ARGS`` through the CLI's own entry point in this process (no interpreter start-up)."""
+    from apps.cli import main
+
+    monkeypatch.setattr(sys, "argv", ["sidekick", *map(str, args)])
+    code = 0
+    try:
+        main()
+    except SystemExit as e:
+        code = int(e.code or 0)
+    out, err = capsys.readouterr()
+    return code, " ".join(out.split()), " ".join(err.split())
+
+
+def test_eval_agent_then_compare_with_the_fallback(worlds: dict[str, Path], tiny_agent: Path, tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture[str],
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    agent_out, fallback_out = tmp_path / "agent", tmp_path / "fallback"
+    # the README shape: `sidekick eval AGENT --logs DIR` (short for `eval run`), as a real subprocess
+    proc = sidekick("eval", tiny_agent, "--logs", worlds["shopping"], "--limit", 8, "--workers", 4, "--threads", 1,
+                    "--max-turns", 2, "--baselines", "bm25", "--out", agent_out)
+    assert proc.returncode == 0, proc.stderr
+    said = " ".join(proc.stdout.split())
+    assert "wrote" in said and "0 ungrounded items served" in said
+    report = json.loads((agent_out / "report.json").read_text())
+    assert report["counts"]["tasks"] == 8 and report["meta"]["agent"] == str(tiny_agent)
+    assert report["checks"]["served_output_grounded"] and report["overall"]["steps"] > 0
+    assert report["baselines"]["bm25"]["tasks"] == 8
+    traces = (agent_out / "traces.jsonl").read_text().splitlines()
+    assert len(traces) == 8 and json.loads(traces[0])["messages"][0]["role"] == "user"
+    assert sorted(_images(agent_out / "report.html")) == ["baselines.png", "latency.png", "success.png"]
+    for src in _images(agent_out / "report.html"):
+        assert (agent_out / src).is_file()
+    assert json.loads((agent_out / "manifest.json").read_text())["counts"]["tasks"] == 8
+
+    code, _, err = in_process(capsys, monkeypatch, "eval", "run", "--logs", worlds["shopping"], "--limit", 8,
+                              "--baselines", "none", "--out", fallback_out)
+    assert code == 0, err
+    fallback = json.loads((fallback_out / "report.json").read_text())
+    assert fallback["overall"]["degraded"] == 1.0 and fallback["baselines"] == {}
+
+    code, out, err = in_process(capsys, monkeypatch, "eval", "compare", fallback_out, agent_out, "--out",
+                                tmp_path / "cmp")
+    assert code == 0 and "compare.html" in out, err
+    cmp = json.loads((tmp_path / "cmp" / "compare.json").read_text())
+    assert cmp["labels"] == ["fallback", "agent"] and cmp["flips"]["common_tasks"] == 8
+    assert _images(tmp_path / "cmp" / "compare.html") == ["compare.png"]
+
+
+def test_eval_livestream_and_travel_in_one_run(worlds: dict[str, Path], tmp_path: Path,
+                                               capsys: pytest.CaptureFixture[str],
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    mixed = tmp_path / "mixed.jsonl"
+    lines = [x for app in ("livestream", "travel") for x in (worlds[app] / "tasks.jsonl").read_text().splitlines()[:5]]
+    mixed.write_text("\n".join(lines) + "\n")
+    code, _, err = in_process(capsys, monkeypatch, "eval", "--logs", mixed, "--world", worlds["livestream"],
+                              "--world", worlds["travel"], "--out", tmp_path / "o")
+    assert code == 0, err
+    report = json.loads((tmp_path / "o" / "report.json").read_text())
+    assert report["counts"]["by_app"] == {"livestream": 5, "travel": 5}
+    assert "r.correctness" in report["by_app"]["livestream"] and "r.feasible" in report["by_app"]["travel"]
+    assert "only shopping tasks" in report["baselines_note"]
+
+
+def test_bad_inputs_are_one_line_errors(worlds: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    _one_line_error(sidekick("eval", tmp_path / "no-agent", "--logs", worlds["shopping"], "--out", tmp_path / "o"),
+                    "no such agent directory")
+    for args, expected in (
+        (("eval", "run", "--logs", tmp_path / "nowhere", "--out", tmp_path / "o"), "no such directory"),
+        (("eval", "run", "--out", tmp_path / "o"), "--logs DIR is required"),
+        (("eval", "--logs", worlds["shopping"], "--baselines", "magic", "--out", tmp_path / "o"), "--baselines magic"),
+        (("eval", "compare", tmp_path, tmp_path, "--out", tmp_path / "c"), "no report.json"),
+    ):
+        code, _, err = in_process(capsys, monkeypatch, *args)
+        assert code == 2 and expected in err and "Traceback" not in err, (args, err)
+
+
+def test_eval_movielens(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    from apps.movielens.importer import MovieLensImportConfig, import_movielens
+
+    import_movielens(MovieLensImportConfig(), tmp_path / "ml")
+    code, out, err = in_process(capsys, monkeypatch, "eval", "movielens", tmp_path / "ml", "--out", tmp_path / "b",
+                                "--quick", "--methods", "popularity,bm25", "--max-users", 20)
+    assert code == 0, err
+    assert "| popularity |" in out and json.loads((tmp_path / "b" / "report.json").read_text())
+    code, _, err = in_process(capsys, monkeypatch, "eval", "movielens", tmp_path / "nothing", "--out", tmp_path / "c")
+    assert code == 2 and "has no catalog.jsonl" in err
