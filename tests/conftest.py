@@ -169,3 +169,37 @@ def scripted() -> type[ScriptedEngine]:
 @pytest.fixture
 def chat_tokenizer() -> PreTrainedTokenizerFast:
     return word_tokenizer()
+
+
+# ------------------------------------------------------------------------------------------------ worlds and an agent
+@pytest.fixture(scope="session")
+def worlds(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """A 300-item shopping world, a 4-stream livestream world and a 60-POI travel city."""
+    from apps.livestream.world import LivestreamWorldConfig, generate_livestream_world
+    from apps.shopping.world import ShoppingWorldConfig, generate_shopping_world
+    from apps.travel.world import TravelWorldConfig, generate_travel_world
+
+    root = tmp_path_factory.mktemp("worlds")
+    generate_shopping_world(ShoppingWorldConfig(items=300, tasks=80, sessions=0, customers=1), root / "shopping")
+    generate_livestream_world(LivestreamWorldConfig(streams=4, questions=40, viewers=10), root / "livestream")
+    generate_travel_world(TravelWorldConfig(pois=60, requests=20, travellers=5), root / "travel")
+    return {"shopping": root / "shopping", "livestream": root / "livestream", "travel": root / "travel"}
+
+
+@pytest.fixture(scope="session")
+def tiny_agent(worlds: dict[str, Path], tmp_path_factory: pytest.TempPathFactory,
+               make_sid_dir: Callable[[Path, Path], Path]) -> Path:
+    """A tiny SID-aware agent after a few SFT steps on the shopping world (a real agent directory)."""
+    from training.sft import SFTConfig, train_sft
+
+    root = tmp_path_factory.mktemp("serve-agent")
+    sid = make_sid_dir(worlds["shopping"], root / "sid")
+    cfg = SFTConfig.model_validate({
+        "base": "tiny", "world": worlds["shopping"], "sid": sid, "out": root / "sft", "cache_dir": root / "cache",
+        "max_steps": 4, "batch_size": 4, "max_seq_len": 128, "align_items": 20, "warmup_steps": 1, "eval_every": 0,
+        "save_every": 0, "precision": "fp32", "threads": 1, "log_every": 1})
+    result = train_sft(cfg)
+    assert result.final_dir is not None
+    return result.final_dir
+
+

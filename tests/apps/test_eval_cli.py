@@ -9,15 +9,10 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import Callable
 from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-
-from apps.livestream.world import LivestreamWorldConfig, generate_livestream_world
-from apps.shopping.world import ShoppingWorldConfig, generate_shopping_world
-from apps.travel.world import TravelWorldConfig, generate_travel_world
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
@@ -26,32 +21,6 @@ ROOT = Path(__file__).resolve().parents[2]
 def sidekick(*args: str | Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "apps.cli", *map(str, args)], capture_output=True, text=True,
                           timeout=600, cwd=ROOT)
-
-
-@pytest.fixture(scope="module")
-def worlds(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    root = tmp_path_factory.mktemp("eval-worlds")
-    generate_shopping_world(ShoppingWorldConfig(items=300, tasks=40, sessions=0, customers=1), root / "shopping")
-    generate_livestream_world(LivestreamWorldConfig(streams=3, questions=12, viewers=5), root / "livestream")
-    generate_travel_world(TravelWorldConfig(pois=50, requests=8, travellers=3), root / "travel")
-    return {"shopping": root / "shopping", "livestream": root / "livestream", "travel": root / "travel"}
-
-
-@pytest.fixture(scope="module")
-def tiny_agent(worlds: dict[str, Path], tmp_path_factory: pytest.TempPathFactory,
-               make_sid_dir: Callable[[Path, Path], Path]) -> Path:
-    """A tiny SID-aware agent after a few SFT steps on the shopping world (a real agent directory)."""
-    from training.sft import SFTConfig, train_sft
-
-    root = tmp_path_factory.mktemp("eval-agent")
-    sid = make_sid_dir(worlds["shopping"], root / "sid")
-    cfg = SFTConfig.model_validate({
-        "base": "tiny", "world": worlds["shopping"], "sid": sid, "out": root / "sft", "cache_dir": root / "cache",
-        "max_steps": 4, "batch_size": 4, "max_seq_len": 128, "align_items": 20, "warmup_steps": 1, "eval_every": 0,
-        "save_every": 0, "precision": "fp32", "threads": 1, "log_every": 1})
-    result = train_sft(cfg)
-    assert result.final_dir is not None
-    return result.final_dir
 
 
 def _images(html_path: Path) -> list[str]:
