@@ -131,6 +131,7 @@ def load_eval_model(agent_dir: Path, apps: dict[str, EvalApp], cfg: EvalConfig, 
     """The agent's engine (behind a batching front when tasks run in parallel), closed with ``stack``."""
     import torch
 
+    from apps.serve import shopping_sid
     from serving.batcher import BatchingEngine
     from serving.model import load_model
     from training.models import ModelError
@@ -139,7 +140,7 @@ def load_eval_model(agent_dir: Path, apps: dict[str, EvalApp], cfg: EvalConfig, 
         torch.set_num_threads(cfg.threads)
     catalog = apps["shopping"].spec.catalog if "shopping" in apps else None
     try:
-        model, _ = load_model(Path(agent_dir), catalog, dtype=dtype, max_batch_size=cfg.max_batch)
+        model, _ = load_model(Path(agent_dir), shopping_sid(catalog), dtype=dtype, max_batch_size=cfg.max_batch)
     except (ModelError, OSError) as e:
         raise EvalSetupError(f"{agent_dir}: cannot load the agent: {e}") from e
     if cfg.workers == 1:

@@ -13,15 +13,16 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Literal
 
-from harness.agent import AppSpec, ModelAccess
+from harness.agent import AppSpec, ModelAccess, SidResources
 from harness.catalog import Catalog
 from infra.layout import CATALOG_FILE, TASKS_FILE
 from serving.model import load_model, reload_weights
 from serving.server import AgentServer, ServeConfig
+from training.models import Agent
 
 log = logging.getLogger(__name__)
 
@@ -130,7 +131,17 @@ def _load_model(agent_dir: Path, apps: dict[str, AppSpec], config: ServeConfig,
 
     catalog = apps["shopping"].catalog if "shopping" in apps else None
     try:
-        model, _ = load_model(agent_dir, catalog, dtype=dtype, max_batch_size=config.max_batch)
+        model, _ = load_model(agent_dir, shopping_sid(catalog), dtype=dtype, max_batch_size=config.max_batch)
     except (ModelError, OSError) as e:
         raise ServeSetupError(f"{agent_dir}: cannot load the agent: {e}") from e
     return model
+
+
+def shopping_sid(catalog: Catalog | None) -> Callable[[Agent], SidResources] | None:
+    """SID retrieval over the shopping catalog (None when no shopping world is served)."""
+    if catalog is None:
+        return None
+    from apps.shopping.agent import sid_resources
+
+    return lambda agent: sid_resources(catalog, agent.sid_map, agent.token_map, agent.sid_start_id,
+                                       agent.sid_end_id)
