@@ -322,13 +322,13 @@ class AgentLoop:
             result.reason = "budget"
             return None
         params = SamplingParams(max_new_tokens=cap, temperature=cfg.temperature, top_p=cfg.top_p, seed=cfg.seed)
-        request = GenerationRequest(prompt=ids, params=params, constraint=self._sid_constraint(ctx))
+        request = GenerationRequest(prompt=ids, params=params, constraint=self.sid_constraint(ctx))
         completion = engine.generate([request])[0][0]
         result.model_calls.append(ModelCall(ids, completion))
         result.output_tokens += len(completion.token_ids)
         return parse_reply(completion.text)
 
-    def _sid_constraint(self, ctx: TurnContext) -> Callable[[], VllmSidLogitsProcessor] | None:
+    def sid_constraint(self, ctx: TurnContext) -> Callable[[], VllmSidLogitsProcessor] | None:
         """Inside a SID span the model may only write SIDs of live items (in stock, under the request's price
         range): decode-time grounding, so a SID the model writes names a real item instead of a near miss."""
         sid = self.model.sid if self.model is not None else None

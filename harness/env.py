@@ -90,6 +90,14 @@ class AgentEnv:
         system = {"role": "system", "content": self.app.system_prompt}
         return Observation(messages=[system, *self._session.messages], tools=self.app.tools.schemas())
 
+    def sid_constraint(self) -> Callable[[], Any] | None:
+        """The decode-time SID constraint the loop would put on the next generation (None without SID retrieval)."""
+        return self.loop.sid_constraint(self._context())
+
+    def _context(self) -> TurnContext:
+        return TurnContext(app=self.app, session=self._session, constraints=dict(self._session.constraints),
+                           budget=Budget(1e9, max_steps=self.max_steps), model=self.loop.model)
+
     def step(self, action: str) -> tuple[Observation, float, bool, StepInfo]:
         """Apply one assistant message; returns the next observation, reward (0 until the end), done, info."""
         if self._done:
@@ -98,8 +106,7 @@ class AgentEnv:
         result.steps += 1
         parsed = parse_reply(action)
         final: Final | None
-        ctx = TurnContext(app=self.app, session=self._session, constraints=dict(self._session.constraints),
-                          budget=Budget(1e9, max_steps=self.max_steps), model=self.loop.model)
+        ctx = self._context()
         if not parsed.calls and not parsed.problems:  # plain text (SIDs in it are grounded items) ends the turn
             self._session.messages.append({"role": "assistant", "content": parsed.content})
             final = self.loop.text_final(ctx, parsed.content, result) or Final(reply="")
