@@ -104,29 +104,72 @@ class _Episode:
     def trajectory(self) -> Trajectory:
         info, r = self.info, self.info.reward if self.info is not None else None
         final = info.final if info is not None else None
+        success = r is not None and r.success and self.reason != "seq_limit"
         return Trajectory(
             task_id=self.job.task.task_id, group=self.job.group, sample=self.job.sample, tokens=self.seq.tokens,
             mask=self.seq.mask, logprobs=self.seq.logprobs, chunks=self.seq.chunks, versions=self.seq.versions,
-            reward=float(self.reward), success=bool(r.success) if r is not None and self.reason != "seq_limit" else False,
+            reward=float(self.reward), success=bool(success),
             parts=dict(r.parts) if r is not None else {}, steps=len(self.seq.versions), reason=self.reason,
             item_ids=list(final.item_ids) if final is not None else [], reply=final.reply if final is not None else "",
             messages=[dict(m) for m in self.obs.messages[1:]])
 
 
+class EpisodePool:
+    """Episodes in flight in one process, stepped in lockstep: one batched ``generate`` per :meth:`step`.
+
+    Episodes may be added between steps and finished ones popped, so a caller can return early and
+    carry the unfinished long tail into its next round (tail handling) without losing any state.
+    """
+
+    def __init__(self, app: EnvApp, model: ModelAccess, settings: RolloutSettings) -> None:
+        eos = model.tokenizer.eos_token_id
+        if eos is None:
+            raise ValueError("the tokenizer has no eos token: cannot close a turn cut at its token cap")
+        self.app, self.model, self.settings, self.eos = app, model, settings, int(eos)
+        self._episodes: list[_Episode] = []
+
+    @property
+    def running(self) -> int:
+        return sum(not ep.done for ep in self._episodes)
+
+    @property
+    def finished(self) -> int:
+        return sum(ep.done for ep in self._episodes)
+
+    def add(self, jobs: Sequence[EpisodeJob]) -> None:
+        for job in jobs:
+            ep = _Episode(job, self.app, self.model, self.settings)
+            if len(ep.seq.tokens) >= self.settings.max_seq_len:
+                ep.done, ep.reason = True, "seq_limit"
+            self._episodes.append(ep)
+
+    def step(self) -> int:
+        """Advance every running episode by one model action; returns how many ran."""
+        active = [ep for ep in self._episodes if not ep.done]
+        if not active:
+            return 0
+        completions = self.model.engine.generate([ep.request() for ep in active])
+        for ep, outs in zip(active, completions, strict=True):
+            ep.apply(outs[0], self.eos)
+        return len(active)
+
+    def pop_finished(self) -> list[Trajectory]:
+        done = [ep for ep in self._episodes if ep.done]
+        self._episodes = [ep for ep in self._episodes if not ep.done]
+        return [ep.trajectory() for ep in done]
+
+    def pending_jobs(self) -> list[EpisodeJob]:
+        return [ep.job for ep in self._episodes if not ep.done]
+
+
 def run_episodes(jobs: Sequence[EpisodeJob], app: EnvApp, model: ModelAccess, settings: RolloutSettings,
                  on_step: Callable[[int], None] | None = None) -> list[Trajectory]:
     """Run ``jobs`` to the end in lockstep; one trajectory per job, in job order."""
-    eos = model.tokenizer.eos_token_id
-    if eos is None:
-        raise ValueError("the tokenizer has no eos token: cannot close a turn cut at its token cap")
-    episodes = [_Episode(job, app, model, settings) for job in jobs]
-    for ep in episodes:
-        if len(ep.seq.tokens) >= settings.max_seq_len:
-            ep.done, ep.reason = True, "seq_limit"
-    while active := [ep for ep in episodes if not ep.done]:
-        completions = model.engine.generate([ep.request() for ep in active])
-        for ep, outs in zip(active, completions, strict=True):
-            ep.apply(outs[0], int(eos))
+    pool = EpisodePool(app, model, settings)
+    pool.add(jobs)
+    while pool.running:
+        n = pool.step()
         if on_step is not None:
-            on_step(len(active))
-    return [ep.trajectory() for ep in episodes]
+            on_step(n)
+    order = {(j.group, j.sample): k for k, j in enumerate(jobs)}
+    return sorted(pool.pop_finished(), key=lambda t: order[(t.group, t.sample)])
