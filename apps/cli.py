@@ -275,7 +275,8 @@ def sid_update(
     _report(sid_dir, counts)
 
 
-train_app = typer.Typer(help="Train agents: supervised fine-tuning (SFT).", no_args_is_help=True)
+train_app = typer.Typer(help="Train agents: SFT, RL, and the cascade (seed SFT -> probe -> SFT-2 -> RL).",
+                        no_args_is_help=True)
 app.add_typer(train_app, name="train")
 
 
@@ -324,6 +325,122 @@ def train_sft_cmd(
     eval_loss = "-" if result.eval_loss is None else f"{result.eval_loss:.4f}"
     out_console.print(f"[green]wrote[/green] {result.final_dir}  steps={result.step:,}  eval_loss={eval_loss}  "
                       f"tokens/s={result.tokens_per_s:,.0f}", highlight=False)
+
+
+def _app_tasks(path: Path, app_name: str, limit: int = -1) -> list[Any]:
+    from apps.evaluate import EvalSetupError, load_tasks
+
+    try:
+        tasks = [t for t in load_tasks(path) if t.app == app_name]
+    except EvalSetupError as err:
+        raise UsageError(str(err)) from err
+    if not tasks:
+        raise UsageError(f"{path}: no {app_name} tasks")
+    return tasks[:limit] if limit >= 0 else tasks
+
+
+@train_app.command("rl")
+def train_rl_cmd(
+    config: Annotated[Path, typer.Argument(help="YAML RLConfig, e.g. apps/shopping/rl.yaml.")],
+    agent: Annotated[Path | None, typer.Option(help="Starting agent directory (e.g. runs/demo/sft/final).")] = None,
+    steps: Annotated[int | None, typer.Option(help="Policy updates.")] = None,
+    mode: Annotated[str | None, typer.Option(help="sync or async.")] = None,
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="Run directory (checkpoints, logs, final/).")]
+    = None,
+    resume: Annotated[bool, typer.Option("--resume", help="Continue from the newest checkpoint in --out.")] = False,
+    ray_address: Annotated[str | None, typer.Option(help="Join this Ray cluster instead of starting one.")] = None,
+) -> None:
+    """RL on the app's harness environment with the Ray runtime (GRPO-family, async rollout, checkpoints)."""
+    from functools import partial
+
+    from apps.rl import env_app, sid_for
+    from infra.cluster import ClusterError
+    from training.rl.controller import RLConfig, RLError, train_rl
+
+    cfg = _config(RLConfig, config, {"agent": agent, "steps": steps, "mode": mode, "out": out,
+                                     "ray_address": ray_address})
+    if cfg.world is None:
+        raise UsageError(f"{config}: set world (the directory whose catalog the environment runs over)")
+    tasks = _app_tasks(cfg.tasks or cfg.world, cfg.app, cfg.max_tasks)
+    columns = (TextColumn("[bold]rl"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+               TextColumn("{task.fields[stats]}"))
+    try:
+        with Progress(*columns, console=console, disable=not console.is_terminal) as bar:
+            task = bar.add_task("rl", total=cfg.steps, stats="")
+
+            def update(s: Any) -> None:
+                bar.update(task, completed=s.step, stats=f"reward {s.collected_reward:.3f}  "
+                                                        f"{s.trajectories_per_s:.2f} traj/s")
+
+            result = train_rl(cfg, tasks, partial(env_app, cfg.world, cfg.app), sid_for, resume=resume,
+                              progress=update)
+    except (RLError, ClusterError) as err:
+        raise UsageError(str(err)) from err
+    first, last = result.history[0], result.history[-1]
+    out_console.print(f"[green]wrote[/green] {result.final_dir}  steps={result.steps}  "
+                      f"reward {first.collected_reward:.3f} -> {last.collected_reward:.3f}  "
+                      f"trajectories={last.generated:,}  "
+                      f"{last.trajectories_per_s:.2f} traj/s  worker_deaths={last.worker_deaths}", highlight=False)
+
+
+@train_app.command("cascade")
+def train_cascade_cmd(
+    config: Annotated[Path, typer.Argument(help="YAML CascadeConfig, e.g. apps/shopping/cascade.yaml.")],
+    quick: Annotated[bool, typer.Option("--quick", help="Apply the config's quick profile (under an hour here).")]
+    = False,
+    stage: Annotated[list[str] | None, typer.Option(help="Run only this stage (repeatable): seed_sft, probe, "
+                                                         "select, sft2, rl, report.")] = None,
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="Cascade directory.")] = None,
+    workers: Annotated[int | None, typer.Option(help="Environment workers.")] = None,
+) -> None:
+    """Seed SFT -> probe -> select -> SFT-2 (RFT) -> RL, then seed vs final on held-out tasks. Resumable."""
+    from functools import partial
+
+    from apps.rl import env_app, harness_evaluator, sid_for
+    from eval.run import EvalConfig
+    from infra.cluster import ClusterError
+    from training.cascade import STAGES, Cascade, CascadeConfig, CascadeError, quick_profile
+    from training.rl.controller import RLError
+    from training.sft import SFTError
+
+    cfg = _config(CascadeConfig, config, {"out": out, "workers": workers}) if not quick else load_config(
+        CascadeConfig, config, {"out": out, "workers": workers}, transform=quick_profile)
+    bad = sorted(set(stage or []) - set(STAGES))
+    if bad:
+        raise UsageError(f"--stage {bad[0]}: expected one of {', '.join(STAGES)}")
+    stages = [s for s in STAGES if s in set(stage)] if stage else list(STAGES)
+    tasks, heldout = _app_tasks(cfg.tasks, cfg.app), _app_tasks(cfg.heldout, cfg.app)
+    evaluator = harness_evaluator(cfg.world, cfg.app, EvalConfig(workers=4, threads=1, max_new_tokens=64))
+    columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    try:
+        with Progress(*columns, console=console, disable=not console.is_terminal) as bar:
+            bars: dict[str, Any] = {}
+
+            def progress(what: str, n: int, total: int | None) -> None:
+                if what not in bars:
+                    bars[what] = bar.add_task(what, total=total)
+                bar.update(bars[what], advance=n, total=total)
+
+            cascade = Cascade(cfg, tasks, heldout, partial(env_app, cfg.world, cfg.app), sid_for, evaluator,
+                              progress)
+            report = cascade.run(stages)
+    except (CascadeError, RLError, ClusterError, SFTError) as err:
+        raise UsageError(str(err)) from err
+    if report:
+        _print_cascade(report, cfg.out)
+
+
+def _print_cascade(report: dict[str, Any], out: Path) -> None:
+    table = Table(title=f"held-out tasks: {report['tasks']} ({report['heldout']})")
+    for col in ("agent", "success", "recall@10", "hit@10", "reward"):
+        table.add_column(col, justify="left" if col == "agent" else "right")
+    for name, m in report["agents"].items():
+        table.add_row(name, *(f"{m.get(k, 0.0):.3f}" for k in ("success", "recall@10", "hit@10", "reward")))
+    out_console.print(table)
+    beats = report["final_beats_seed"]
+    out_console.print(f"final vs seed_sft: success {'better' if beats['success'] else 'NOT better'}, "
+                      f"recall@10 {'better' if beats['recall@10'] else 'NOT better'}  ->  {out / 'final'}",
+                      highlight=False)
 
 
 @app.command("validate")

@@ -92,9 +92,10 @@ class AgentEnv:
 
     def sid_constraint(self) -> Callable[[], Any] | None:
         """The decode-time SID constraint the loop would put on the next generation (None without SID retrieval)."""
-        return self.loop.sid_constraint(self._context())
+        return self.loop.sid_constraint(self.context())
 
-    def _context(self) -> TurnContext:
+    def context(self) -> TurnContext:
+        """The turn context a tool or a scripted policy (a teacher) would see now."""
         return TurnContext(app=self.app, session=self._session, constraints=dict(self._session.constraints),
                            budget=Budget(1e9, max_steps=self.max_steps), model=self.loop.model)
 
@@ -106,7 +107,7 @@ class AgentEnv:
         result.steps += 1
         parsed = parse_reply(action)
         final: Final | None
-        ctx = self._context()
+        ctx = self.context()
         if not parsed.calls and not parsed.problems:  # plain text (SIDs in it are grounded items) ends the turn
             self._session.messages.append({"role": "assistant", "content": parsed.content})
             final = self.loop.text_final(ctx, parsed.content, result) or Final(reply="")

@@ -112,6 +112,8 @@ class SFTConfig(BaseModel):
     base: str = Field(default=TINY, description="Base model: 'tiny', 'smollm2-135m' or an HF checkpoint directory.")
     world: Path = Field(description="World directory (catalog.jsonl + tasks.jsonl) to build examples from.")
     sid: Path = Field(description="SID directory (sids.jsonl, labels.json) of that world's catalog.")
+    tasks: Path | None = Field(default=None, description="Tasks to train on (a tasks.jsonl or a directory holding "
+                                                         "one, e.g. a curated train split); None = world/tasks.jsonl.")
     out: Path = Field(description="Run directory: checkpoints/, logs/ and the final agent in final/.")
     lora: LoraSettings | None = Field(default=None, description="LoRA settings; None (default) = full fine-tune.")
     lr: float = Field(default=1e-3, gt=0, description="Peak learning rate after warmup (default 1e-3).")
@@ -333,7 +335,7 @@ class SFTTrainer:
         data = build_shopping_sft(
             cfg.world, cfg.sid, eval_fraction=cfg.eval_fraction, align_items=cfg.align_items,
             targets_per_task=cfg.targets_per_task, trajectories_per_task=cfg.trajectories_per_task,
-            spec=cfg.trajectory_spec, seed=cfg.seed)
+            spec=cfg.trajectory_spec, seed=cfg.seed, tasks_path=cfg.tasks)
         train, dropped = encode_all(self.tokenizer, data.train, cfg.max_seq_len)
         evals, _ = encode_all(self.tokenizer, data.eval[:cfg.eval_max], cfg.max_seq_len)
         self.rows = pack_examples(shuffled(train, cfg.seed), cfg.max_seq_len, cfg.packing)

@@ -113,11 +113,14 @@ def is_held_out(task_id: str, eval_fraction: float) -> bool:
 # ------------------------------------------------------------------------------------------------
 # Loading a world
 # ------------------------------------------------------------------------------------------------
-def load_tasks(world: Path) -> list[Task]:
-    """Shopping tasks with targets from ``world/tasks.jsonl``."""
-    path = Path(world) / TASKS_FILE
+def load_tasks(world: Path, tasks: Path | None = None) -> list[Task]:
+    """Shopping tasks with targets from ``tasks`` (a file, or a directory holding tasks.jsonl), by default
+    ``world/tasks.jsonl``."""
+    path = Path(world) / TASKS_FILE if tasks is None else Path(tasks)
+    if path.is_dir():
+        path = path / TASKS_FILE
     if not path.is_file():
-        raise FileNotFoundError(f"{world}: no {TASKS_FILE} (SFT needs the world's tasks)")
+        raise FileNotFoundError(f"{path}: no such tasks file (SFT needs the world's tasks)")
     return [t for t in RecordReader(path, Task) if t.app == "shopping" and t.target is not None]
 
 
@@ -463,7 +466,7 @@ def trajectory_examples(tasks: Iterable[Task], catalog: Catalog, sid_map: SidMap
 
 def build_shopping_sft(world: Path, sid_dir: Path, *, eval_fraction: float = 0.1, align_items: int = -1,
                        targets_per_task: int = 3, trajectories_per_task: int = 0, spec: TrajectorySpec | None = None,
-                       seed: int = 0) -> SftData:
+                       seed: int = 0, tasks_path: Path | None = None) -> SftData:
     """All SFT examples of a shopping world: alignment + train intents (+ train trajectories), and the
     held-out intents (+ one trajectory per held-out task), grouped by task.
 
@@ -472,7 +475,7 @@ def build_shopping_sft(world: Path, sid_dir: Path, *, eval_fraction: float = 0.1
         raise SftDataError("trajectories need the app's system prompt and tool schemas: pass spec=TrajectorySpec(…)")
     sid_map = SidMap.load(Path(sid_dir) / SIDS_FILE)
     catalog, _ = Catalog.load(find_catalog(Path(world))[0])
-    tasks = load_tasks(world)
+    tasks = load_tasks(world, tasks_path)
     held = [t for t in tasks if is_held_out(t.task_id, eval_fraction)]
     kept = [t for t in tasks if not is_held_out(t.task_id, eval_fraction)]
     train = alignment_examples(list(catalog), sid_map, align_items) + intent_examples(kept, sid_map, targets_per_task)

@@ -8,6 +8,16 @@ tokens from its own seeded ``torch.Generator``, so a seeded request gives the sa
 else shares its batch (up to float differences from padding). Beam search is transformers' own; its
 log-probs come from ``output_logits`` and ``beam_indices``.
 
+Shared-prefix KV cache (sampling/greedy only): agent prompts share a long system prompt and tool
+schemas, so prefill dominates. When a chunk's prompts share at least ``prefix_min_tokens`` leading
+tokens, their KV (batch 1) is computed once, kept in a small LRU (:class:`_PrefixCache`) for the
+current weights, and reused across calls: a later prefix that starts with a stored one computes
+only the tokens past it. Such a chunk is laid out ``[prefix][pads][suffix_i]`` ("middle padding",
+attention mask 0 on the pads) and ``generate`` gets a per-call copy of the KV repeated to the batch
+as ``cache``. transformers derives position ids from the attention mask (``cumsum - 1``), so every
+suffix token sits at the position it has in its unpadded prompt and the results equal uncached ones
+up to float rounding.
+
 The engine owns the model: it puts it in eval mode and replaces its generation config by one that
 keeps only the special token ids, so checkpoint sampling defaults never leak into a request.
 
@@ -17,12 +27,16 @@ Run its tests: ``.venv/bin/python -m pytest tests/infra/engines -q``
 from __future__ import annotations
 
 import gc
+import inspect
 import time
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 import torch
 from transformers import (
+    DynamicCache,
+    DynamicLayer,
     GenerationConfig,
     LogitsProcessor,
     LogitsProcessorList,
@@ -51,6 +65,8 @@ from infra.engines.base import (
 from infra.text_encoder import bf16_supported
 
 Dtype = Literal["auto", "bf16", "fp32"]
+KV = list[tuple[torch.Tensor, torch.Tensor]]  # per layer: (keys, values), each (batch, kv_heads, T, head_dim)
+PREFIX_ENTRIES = 4  # prefixes the shared-prefix cache keeps (least recently used evicted first)
 
 
 class HFEngine:
@@ -60,14 +76,22 @@ class HFEngine:
     ``update_weights`` and checkpoints are unaffected); "auto" picks bf16 where the CPU has native
     bf16 matmuls (AVX512-BF16/AMX, see :func:`infra.text_encoder.bf16_supported`) or on CUDA.
     ``max_batch_size`` caps the sequences (prompts x n, or x num_beams) in one model call.
+    ``prefix_cache`` turns the shared-prefix KV cache on (default) or off; a chunk uses it when its
+    prompts share at least ``prefix_min_tokens`` leading tokens (default 256). It is on only for
+    models whose cache is a plain full-attention ``DynamicCache`` (no sliding or linear layers).
+    ``prefix_stats`` counts its use: ``hits`` (chunks that reused a stored prefix), ``misses``
+    (chunks that computed theirs from scratch), ``reused_tokens`` and ``computed_tokens`` (prefix
+    tokens taken from the store vs run through the model for it).
     """
 
     def __init__(self, model: PreTrainedModel, tokenizer: Any, *, dtype: Dtype = "auto",
-                 max_batch_size: int = 32) -> None:
+                 max_batch_size: int = 32, prefix_cache: bool = True, prefix_min_tokens: int = 256) -> None:
         if dtype not in ("auto", "bf16", "fp32"):
             raise ValueError(f"dtype must be auto, bf16 or fp32, got {dtype!r}")
         if max_batch_size < 1:
             raise ValueError(f"max_batch_size must be >= 1, got {max_batch_size}")
+        if prefix_min_tokens < 1:
+            raise ValueError(f"prefix_min_tokens must be >= 1, got {prefix_min_tokens}")
         self._model = model.eval()
         self._tokenizer = tokenizer
         self.max_batch_size = max_batch_size
@@ -83,6 +107,9 @@ class HFEngine:
         self._sleep_level = 0  # 0 = awake
         self._shapes: dict[str, torch.Size] = {}  # parameter shapes while discarded by a level-2 sleep
         self._missing: set[int] = set()  # ids of parameters a level-2 sleep discarded and no update refilled
+        self._prefix = _PrefixCache(model, prefix_min_tokens) if prefix_cache and _plain_kv(model) else None
+        self.prefix_stats: dict[str, int] = (self._prefix.stats if self._prefix is not None else
+                                             {"hits": 0, "misses": 0, "reused_tokens": 0, "computed_tokens": 0})
 
     # --- Engine properties -------------------------------------------------------------------------------------
 
@@ -147,25 +174,23 @@ class HFEngine:
         longest = max(r.params.max_new_tokens for r in requests)
         params = requests[0].params.model_copy(update={"max_new_tokens": longest})
         beams = params.num_beams > 1
-        input_ids, attention_mask = _left_pad(prompts, self.pad_id, self.device)  # (B, P) each
-        width = input_ids.shape[1]
-        if not beams and params.n > 1:  # we choose the tokens: one row per sample
-            input_ids = input_ids.repeat_interleave(params.n, dim=0)  # (B*n, P)
-            attention_mask = attention_mask.repeat_interleave(params.n, dim=0)
-        constraints = _Constraints([r.constraint() if r.constraint else None for r in requests], prompts,
-                                   _rows_per_request(params), width)
-        stops = _StopStrings(self._tokenizer, params.stop, width) if params.stop and not beams else None
-        step = None if beams else _StepProcessor(params, requests, constraints, self.eos, stops, self.device)
-        clock = _Clock()
-        procs: list[LogitsProcessor] = [clock, step] if step else [clock, *_beam_processors(params, constraints)]
-        criteria = StoppingCriteriaList([stops] if stops else [])  # beams: stop strings are cut afterwards only
         start = time.perf_counter()
         # no_grad, not inference_mode: under inference_mode autocast does not cache its bf16 weight casts and
         # re-casts every weight at every step (measured: 26 vs 2.3 ms for a 2048x8192 linear at batch 1)
         with torch.no_grad(), torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.bf16):
+            input_ids, attention_mask, cache = self._inputs(prompts, 1 if beams else params.n, beams)  # (B*n, W)
+            width = input_ids.shape[1]
+            constraints = _Constraints([r.constraint() if r.constraint else None for r in requests], prompts,
+                                       _rows_per_request(params), width)
+            stops = _StopStrings(self._tokenizer, params.stop, width) if params.stop and not beams else None
+            step = None if beams else _StepProcessor(params, requests, constraints, self.eos, stops, self.device)
+            clock = _Clock()
+            procs: list[LogitsProcessor] = [clock, step] if step else [clock, *_beam_processors(params, constraints)]
+            criteria = StoppingCriteriaList([stops] if stops else [])  # beams: stop strings are cut afterwards only
             out = self._model.generate(
-                input_ids=input_ids, attention_mask=attention_mask, generation_config=self._config(params),
-                logits_processor=LogitsProcessorList(procs), stopping_criteria=criteria)
+                input_ids=input_ids, attention_mask=attention_mask, cache=cache,
+                generation_config=self._config(params), logits_processor=LogitsProcessorList(procs),
+                stopping_criteria=criteria)
         latency_ms = (time.perf_counter() - start) * 1000
         self._speed.add(clock.calls - 1, clock.last - clock.first)
         if step is None:
@@ -175,6 +200,25 @@ class HFEngine:
             generated = out[:, width:]  # (B*n, G)
             logprobs = step.logprobs(generated.shape[1])  # (B*n, G)
         return self._completions(requests, prompts, generated.tolist(), logprobs.tolist(), latency_ms)
+
+    def _inputs(self, prompts: Sequence[list[int]], n: int, beams: bool
+                ) -> tuple[torch.Tensor, torch.Tensor, DynamicCache | None]:
+        """``(input_ids (B*n, W), attention_mask (B*n, W), cache)``: left-padded without a shared prefix; with one
+        ``[prefix][pads][suffix]`` and a fresh cache holding the prefix KV for every row (``n`` rows per prompt)."""
+        prefix = [] if beams or self._prefix is None else _shared_prefix(prompts)
+        kv = self._prefix.kv(prefix) if self._prefix is not None and prefix else None
+        if kv is None:
+            input_ids, attention_mask = _left_pad(prompts, self.pad_id, self.device)  # (B, W)
+        else:
+            input_ids, attention_mask = _middle_pad(prompts, len(prefix), self.pad_id, self.device)  # (B, W)
+        if n > 1:  # we choose the tokens: one row per sample
+            input_ids = input_ids.repeat_interleave(n, dim=0)  # (B*n, W)
+            attention_mask = attention_mask.repeat_interleave(n, dim=0)
+        if kv is None:
+            return input_ids, attention_mask, None
+        rows = input_ids.shape[0]  # DynamicCache copies (concatenates) what it is given: the stored KV stays as is
+        cache = DynamicCache(ddp_cache_data=[(k.expand(rows, -1, -1, -1), v.expand(rows, -1, -1, -1)) for k, v in kv])
+        return input_ids, attention_mask, cache
 
     def _config(self, params: SamplingParams) -> GenerationConfig:
         beams = params.num_beams > 1
@@ -224,6 +268,8 @@ class HFEngine:
                 live[key].copy_(value)
                 self._missing.discard(id(live[key]))
         self._version = version
+        if self._prefix is not None:
+            self._prefix.clear()
 
     # --- sleep / wake ------------------------------------------------------------------------------------------
 
@@ -231,14 +277,16 @@ class HFEngine:
         """Lend the memory out until :meth:`wake`; ``generate`` and ``update_weights`` raise meanwhile.
 
         Level 1 keeps the weights: on CUDA they move to pinned host memory and the CUDA cache is
-        emptied; on CPU they already live in host memory, so this only marks the engine asleep (HF
-        keeps no KV cache between calls). Level 2 frees the parameter storage (on CPU too); after
+        emptied; on CPU they already live in host memory, so this only marks the engine asleep. Both
+        levels drop the shared-prefix KV cache. Level 2 frees the parameter storage (on CPU too); after
         ``wake`` the weights are uninitialised until ``update_weights`` has sent every parameter.
         """
         if level not in (1, 2):
             raise ValueError(f"sleep level must be 1 or 2, got {level}")
         if self.asleep:
             return
+        if self._prefix is not None:
+            self._prefix.clear()
         params = dict(self._model.named_parameters())  # tied weights appear once
         if level == 2:
             self._shapes = {name: p.shape for name, p in params.items()}
@@ -281,6 +329,112 @@ def _left_pad(prompts: Sequence[list[int]], pad_id: int, device: torch.device) -
         ids[b, width - len(p):] = torch.tensor(p, dtype=torch.long)
         mask[b, width - len(p):] = 1
     return ids.to(device), mask.to(device)
+
+
+def _middle_pad(prompts: Sequence[list[int]], shared: int, pad_id: int, device: torch.device
+                ) -> tuple[torch.Tensor, torch.Tensor]:
+    """``[prefix][pads][suffix]``: the first ``shared`` tokens (equal in all rows) at the same positions in every row,
+    each suffix right-aligned, the pads between masked out: ``(input_ids (B, W), attention_mask (B, W))``."""
+    width = max(len(p) for p in prompts)
+    ids = torch.full((len(prompts), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(prompts), width), dtype=torch.long)
+    ids[:, :shared] = torch.tensor(prompts[0][:shared], dtype=torch.long)
+    mask[:, :shared] = 1
+    for b, p in enumerate(prompts):
+        assert len(p) > shared, f"prompt {b} has {len(p)} tokens, not more than the shared {shared}"
+        ids[b, width - (len(p) - shared):] = torch.tensor(p[shared:], dtype=torch.long)
+        mask[b, width - (len(p) - shared):] = 1
+    return ids.to(device), mask.to(device)
+
+
+def _common_length(a: Sequence[int], b: Sequence[int]) -> int:
+    """Length of the longest common prefix of two token sequences."""
+    n = min(len(a), len(b))
+    for i in range(n):
+        if a[i] != b[i]:
+            return i
+    return n
+
+
+def _shared_prefix(prompts: Sequence[list[int]]) -> list[int]:
+    """The prompts' longest common prefix, cut so that every prompt keeps at least one token after it."""
+    lo, hi = min(prompts), max(prompts)  # the common prefix of all is that of the lexicographic extremes
+    shared = min(_common_length(lo, hi), min(len(p) for p in prompts) - 1)
+    return prompts[0][:max(shared, 0)]
+
+
+def _plain_kv(model: PreTrainedModel) -> bool:
+    """Whether the model's generation cache is a DynamicCache of full-attention layers (which can be cut and copied)."""
+    try:
+        cache = DynamicCache(config=model.config)
+    except Exception:  # a config transformers cannot map to cache layers: no prefix cache
+        return False
+    supports = getattr(model, "_supports_default_dynamic_cache", None)  # False for e.g. mamba-style models
+    return (callable(supports) and bool(supports()) and len(cache.layers) > 0
+            and all(type(layer) is DynamicLayer for layer in cache.layers))
+
+
+class _PrefixCache:
+    """An LRU of prompt-prefix KV (batch 1) for the model's current weights.
+
+    ``kv(tokens)`` returns the KV of ``tokens`` (or None below ``min_tokens``): the stored entry sharing the
+    longest prefix with them is cut to that shared part (causal: KV at a position depends only on the tokens up
+    to it) and, if shorter, extended by one forward over the rest; the result is stored under ``tokens``. The
+    store is dropped by :meth:`clear` and whenever a parameter was replaced or changed in place since it was
+    filled (checked through each tensor's storage pointer and autograd version counter).
+    """
+
+    def __init__(self, model: PreTrainedModel, min_tokens: int, entries: int = PREFIX_ENTRIES) -> None:
+        self.model, self.min_tokens, self.entries = model, min_tokens, entries
+        self.store: OrderedDict[tuple[int, ...], KV] = OrderedDict()
+        self.stats = {"hits": 0, "misses": 0, "reused_tokens": 0, "computed_tokens": 0}
+        self._stamp: tuple[tuple[int, int], ...] = ()
+        self._keep_logits = "logits_to_keep" in inspect.signature(model.forward).parameters
+
+    def clear(self) -> None:
+        self.store.clear()
+
+    def kv(self, tokens: Sequence[int]) -> KV | None:
+        if len(tokens) < self.min_tokens:
+            return None
+        stamp = tuple((p.data_ptr(), p._version) for p in self.model.parameters())
+        if stamp != self._stamp:
+            self.store.clear()
+            self._stamp = stamp
+        key = tuple(tokens)
+        best, reuse = None, 0
+        for k in self.store:
+            shared = _common_length(k, key)
+            if shared > reuse:
+                best, reuse = k, shared
+        if best is None or reuse < self.min_tokens:
+            best, reuse = None, 0
+        kv = [] if best is None else [(k[:, :, :reuse], v[:, :, :reuse]) for k, v in self.store[best]]
+        if reuse < len(key):
+            kv = self._extend(kv, key[reuse:])
+        self.stats["hits" if best is not None else "misses"] += 1
+        self.stats["reused_tokens"] += reuse
+        self.stats["computed_tokens"] += len(key) - reuse
+        self.store[key] = kv
+        self.store.move_to_end(key)
+        while len(self.store) > self.entries:
+            self.store.popitem(last=False)
+        return kv
+
+    def _extend(self, kv: KV, tokens: Sequence[int]) -> KV:
+        """The KV of the cached tokens followed by ``tokens``: one forward, batch 1, positions after the cache."""
+        device = next(self.model.parameters()).device
+        cache = DynamicCache(ddp_cache_data=kv) if kv else DynamicCache()
+        extra = {"logits_to_keep": 1} if self._keep_logits else {}
+        out = self.model(input_ids=torch.tensor([list(tokens)], device=device), cache=cache, use_cache=True, **extra)
+        cache = out.cache
+        assert isinstance(cache, DynamicCache), f"the model returned a {type(cache).__name__}, not a DynamicCache"
+        kv = []
+        for layer in cache.layers:
+            assert isinstance(layer, DynamicLayer) and layer.keys is not None and layer.values is not None, \
+                "only filled full-attention DynamicLayers can be cut and copied"
+            kv.append((layer.keys, layer.values))
+        return kv
 
 
 class _Clock(LogitsProcessor):

@@ -13,13 +13,17 @@ from apps.travel.world import TravelWorldConfig
 from data_curation.config import CurateConfig
 from infra.config import load_config
 from serving.server import ServeConfig
+from training.cascade import CascadeConfig, quick_profile
+from training.rl.controller import RLConfig
 from training.sft import SFTConfig
 
 APPS = Path(__file__).resolve().parents[2] / "apps"
 MODELS: dict[str, type[BaseModel]] = {
     "livestream/world.yaml": LivestreamWorldConfig,
     "serve.yaml": ServeConfig,
+    "shopping/cascade.yaml": CascadeConfig,
     "shopping/curate.yaml": CurateConfig,
+    "shopping/rl.yaml": RLConfig,
     "shopping/sft.yaml": SFTConfig,
     "shopping/world.yaml": ShoppingWorldConfig,
     "travel/world.yaml": TravelWorldConfig,
@@ -42,3 +46,14 @@ def test_config_validates(path: Path) -> None:
     model = MODELS[str(path.relative_to(APPS))]
     cfg = load_config(model, path)
     assert cfg == model.model_validate(cfg.model_dump())  # and it round-trips
+
+
+def test_the_cascade_profiles_and_their_seed_sft_validate() -> None:
+    path = APPS / "shopping/cascade.yaml"
+    for transform in (None, quick_profile):
+        cfg = load_config(CascadeConfig, path, transform=transform)
+        sft = cfg.sft_config()  # the seed SFT section is a whole SFTConfig
+        assert sft.out == cfg.out / "seed_sft"
+    quick = load_config(CascadeConfig, path, transform=quick_profile)
+    full = load_config(CascadeConfig, path)
+    assert quick.out != full.out and quick.rl.steps < full.rl.steps and quick.quick == {}

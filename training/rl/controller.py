@@ -62,6 +62,11 @@ class RLConfig(BaseModel):
 
     agent: Path = Field(description="The starting policy: an agent directory (e.g. the SFT stage's final/).")
     out: Path = Field(description="Run directory: checkpoints/, logs/metrics.jsonl, final/.")
+    world: Path | None = Field(None, description="`sidekick train rl`: the world the environment runs over.")
+    tasks: Path | None = Field(None, description="`sidekick train rl`: tasks to train on (a tasks.jsonl or a "
+                                                 "directory holding one); None = the world's.")
+    app: str = Field("shopping", description="`sidekick train rl`: the app whose environment and reward are used.")
+    max_tasks: int = Field(-1, ge=-1, description="`sidekick train rl`: the first N tasks only; -1 = all.")
     steps: int = Field(20, ge=1, description="Policy updates.")
     groups_per_step: int = Field(8, ge=1, description="Task groups in one update.")
     group_size: int = Field(4, ge=2, description="Samples per task (G); advantages are relative within a group.")
@@ -109,6 +114,7 @@ class StepStats:
     dropped_zero_var: int
     dropped_stale: int
     trajectories: int
+    generated: int
     response_tokens: float
     train_s: float
     step_s: float
@@ -220,6 +226,8 @@ class RLRun:
         self._collected: list[float] = []
         self._start = time.perf_counter()
         self._elapsed_before = 0.0
+        self._dropped_at_step = 0
+        self._generated = 0
 
     # ---- setup ---------------------------------------------------------------------------------
     def setup(self, resume: bool = False) -> None:
@@ -271,10 +279,16 @@ class RLRun:
         while self.step < self.cfg.steps:
             if train_ref is None or self.cfg.mode == "async":
                 self._feed()
-            groups = self.buffer.take(self.cfg.groups_per_step, self.version) if train_ref is None else None
-            if groups is not None:
+            groups = self._take() if train_ref is None else None
+            if groups:
                 batch = [t for g in groups for t in g]
                 train_ref = self.trainer.rl_step.remote(batch)
+            elif groups == []:  # nothing learnable came back: a step without an update
+                stats = self._finish_step({}, [], step_start, updated=False)
+                step_start = time.perf_counter()
+                if progress is not None:
+                    progress(stats)
+                continue
             waiting = list(self._inflight) + ([train_ref] if train_ref is not None else [])
             if not waiting:
                 raise RLError("nothing in flight and not enough groups to train on")
@@ -288,6 +302,18 @@ class RLRun:
                 else:
                     self._collect(ref)
         return self._finish()
+
+    def _take(self) -> list[list[Trajectory]] | None:
+        """The next update's groups; fewer (or none) once too many groups were dropped since the last update
+        (``max_drop_rounds`` per wanted group): the step goes on with what it has instead of spinning."""
+        n = self.cfg.groups_per_step
+        groups = self.buffer.take(n, self.version)
+        if groups is not None:
+            return groups
+        dropped = self.buffer.zero_var + self.buffer.stale - self._dropped_at_step
+        if dropped >= self.cfg.max_drop_rounds * n:
+            return self.buffer.take(len(self.buffer), self.version) or []
+        return None
 
     def _feed(self) -> None:
         """Give every idle worker a call while more groups are wanted than are ready or coming; a worker that
@@ -333,6 +359,7 @@ class RLRun:
             self._held[call.worker].pop((t.group, t.sample), None)
             self._partial[t.group].append(t)
             self._collected.append(t.reward)
+            self._generated += 1
             if len(self._partial[t.group]) == self.cfg.group_size:
                 self.buffer.add(self._partial.pop(t.group), self.version)
 
@@ -370,20 +397,25 @@ class RLRun:
             if handle is not None and (only is None or w in only):
                 handle.update_weights.remote(state, self.version)
 
-    def _finish_step(self, loss: dict[str, float], batch: list[Trajectory], step_start: float) -> StepStats:
+    def _finish_step(self, loss: dict[str, float], batch: list[Trajectory], step_start: float,
+                     updated: bool = True) -> StepStats:
         self.step += 1
-        self.version += 1
-        self._push_weights()
+        if updated:
+            self.version += 1
+            self._push_weights()
+        self._dropped_at_step = self.buffer.zero_var + self.buffer.stale
         elapsed = self._elapsed_before + time.perf_counter() - self._start
         n_traj = (self.history[-1].trajectories if self.history else 0) + len(batch)
+        generated = (self.history[-1].generated if self.history else 0) + self._generated
+        self._generated = 0
+        rows = max(1, len(batch))
         stats = StepStats(
-            step=self.step, reward=sum(t.reward for t in batch) / len(batch),
-            success=sum(t.success for t in batch) / len(batch),
+            step=self.step, reward=sum(t.reward for t in batch) / rows, success=sum(t.success for t in batch) / rows,
             collected_reward=sum(self._collected) / max(1, len(self._collected)),
             dropped_zero_var=self.buffer.zero_var, dropped_stale=self.buffer.stale,
-            trajectories=n_traj, response_tokens=sum(t.response_tokens for t in batch) / len(batch),
+            trajectories=n_traj, generated=generated, response_tokens=sum(t.response_tokens for t in batch) / rows,
             train_s=float(loss.pop("train_s", 0.0)), step_s=time.perf_counter() - step_start, elapsed_s=elapsed,
-            trajectories_per_s=n_traj / max(elapsed, 1e-9), worker_deaths=self._deaths, loss=loss)
+            trajectories_per_s=generated / max(elapsed, 1e-9), worker_deaths=self._deaths, loss=loss)
         self._collected = []
         self.history.append(stats)
         self._log(stats)

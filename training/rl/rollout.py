@@ -162,6 +162,42 @@ class EpisodePool:
         return [ep.job for ep in self._episodes if not ep.done]
 
 
+Teacher = Callable[[AgentEnv, ModelAccess], str]
+"""A scripted policy: the assistant message to send in the environment's current state."""
+
+
+def fallback_teacher(env: AgentEnv, model: ModelAccess) -> str:
+    """The app's own retrieval (its fallback: SID beam search under the request's filters, else BM25) as a
+    teacher that answers natively in item space: its top item's SID, written as the policy writes one
+    (``<|sid_start|><s1_..>..<|sid_end|>``), or its reply text when it has no item or no SIDs."""
+    final = env.app.fallback(env.context(), "teacher")
+    sid = model.sid
+    if sid is None or not final.item_ids:
+        return final.reply
+    tok = model.tokenizer
+    start, end = tok.convert_ids_to_tokens([sid.start_id, sid.end_id])
+    return f"{start}{sid.sid_map.sid_of(final.item_ids[0])}{end}"
+
+
+def teacher_episodes(jobs: Sequence[EpisodeJob], app: EnvApp, model: ModelAccess, settings: RolloutSettings,
+                     teacher: Teacher = fallback_teacher) -> list[Trajectory]:
+    """Episodes acted by ``teacher`` instead of the engine, recorded token in, token out like the policy's
+    (its messages tokenised, mask 1, log-probs 0): rejection-sampling fine-tuning data in the exact served
+    format."""
+    eos = model.tokenizer.eos_token
+    out = []
+    for job in jobs:
+        ep = _Episode(job, app, model, settings)
+        while not ep.done:
+            text = teacher(ep.env, model)
+            ids = [int(i) for i in model.tokenizer(text + eos, add_special_tokens=False)["input_ids"]]
+            ep.apply(Completion(request_id="teacher", index=0, token_ids=ids, text=text, logprobs=[0.0] * len(ids),
+                                finish_reason="eos", prompt_tokens=len(ep.seq.tokens), latency_ms=0.0,
+                                weights_version=-1), int(model.tokenizer.eos_token_id))
+        out.append(ep.trajectory())
+    return out
+
+
 def run_episodes(jobs: Sequence[EpisodeJob], app: EnvApp, model: ModelAccess, settings: RolloutSettings,
                  on_step: Callable[[int], None] | None = None) -> list[Trajectory]:
     """Run ``jobs`` to the end in lockstep; one trajectory per job, in job order."""

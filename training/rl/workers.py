@@ -30,7 +30,7 @@ import torch
 from harness.agent import ModelAccess, SidResources
 from infra.engines.hf import HFEngine
 from training.models import Agent, load_agent, save_agent
-from training.rl.rollout import EnvApp, EpisodeJob, EpisodePool, RolloutSettings
+from training.rl.rollout import EnvApp, EpisodeJob, EpisodePool, RolloutSettings, teacher_episodes
 from training.rl.trainer import PolicyTrainer, TrainerSettings, state_from_numpy
 from training.rl.trajectory import Trajectory
 
@@ -74,6 +74,18 @@ class EnvWorker:
         out = self.pool.pop_finished()
         self.episodes += len(out)
         return out
+
+    def run_teacher(self, jobs: Sequence[EpisodeJob]) -> list[Trajectory]:
+        """The same episodes acted by the app's retrieval teacher (:func:`~training.rl.rollout.fallback_teacher`)."""
+        return teacher_episodes(jobs, self.app, self.model, self.settings)
+
+    def run_all(self, jobs: Sequence[EpisodeJob]) -> list[Trajectory]:
+        """Run ``jobs`` to the end in a pool of their own (the probe and evaluations; RL uses :meth:`run`)."""
+        pool = EpisodePool(self.app, self.model, self.settings)
+        pool.add(jobs)
+        while pool.running:
+            pool.step()
+        return pool.pop_finished()
 
     def update_weights(self, state: dict[str, np.ndarray], version: int) -> int:
         self.model.engine.update_weights(state_from_numpy(state), version)

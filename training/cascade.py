@@ -1,0 +1,339 @@
+"""The cascaded recipe (STAgent + LiveThinking): seed SFT -> probe -> select -> SFT-2 (RFT) -> RL, then a report.
+
+    sidekick train cascade apps/shopping/cascade.yaml [--quick] [--stage probe] [--out DIR]
+
+Each stage writes ``OUT/<stage>/`` and, last, its ``manifest.json``; a stage whose manifest exists is
+done and is skipped, so a rerun resumes where the last one stopped (the SFT and RL stages also
+resume from their own checkpoints mid-stage). ``--stage`` runs one stage alone; it needs the earlier
+stages' artefacts.
+
+1. **seed_sft** — SFT of the base (:mod:`training.sft`): alignment and intent examples.
+2. **probe** — ``samples`` episodes per task in the harness environment with the seed agent;
+   ``certainty`` = the share that pass (reward >= ``pass_reward``). Written as ``certainty.jsonl``
+   (``{task_id, certainty}``: the score file ``sidekick curate --certainty`` reads), plus the passing
+   trajectories (RFT material).
+3. **select** — ``high`` (certainty >= threshold) and ``low`` task sets (``tasks.jsonl`` each).
+4. **sft2** — rejection-sampling fine-tuning on the high-certainty tasks: the seed's own passing
+   samples plus, with ``teacher``, the app's retrieval teacher's passing episodes on the same tasks
+   (LiveThinking's RFT from a teacher), all in the exact served token format.
+5. **rl** — the RL runtime (:mod:`training.rl.controller`) on the low-certainty tasks from SFT-2's agent.
+6. **report** — seed, SFT-2 and final agents on held-out tasks in the harness: success rate, Recall@10,
+   reward (``OUT/report.json``); ``OUT/final`` is the final agent.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import shutil
+import time
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from harness.tasks import Task
+from infra.manifest import write_manifest
+from training.rl.controller import RLConfig, train_rl
+from training.rl.pool import EnvWorkerPool
+from training.rl.rollout import EpisodeJob, RolloutSettings, episode_seed
+from training.rl.trainer import TrainerSettings
+from training.rl.trajectory import Trajectory
+from training.rl.workers import EnvFactory, SidFactory, TrainWorker
+from training.sft import SFTConfig, train_sft
+
+log = logging.getLogger(__name__)
+Stage = Literal["seed_sft", "probe", "select", "sft2", "rl", "report"]
+STAGES: tuple[Stage, ...] = ("seed_sft", "probe", "select", "sft2", "rl", "report")
+Evaluator = Callable[[Path, Sequence[Task], Path], dict[str, float]]
+"""``evaluator(agent_dir, tasks, out_dir) -> metrics`` (at least ``success``, ``recall@10``, ``reward``)."""
+Progress = Callable[[str, int, int | None], None]
+"""``progress(what, advance, total)``: a stage reports work done (total None = unknown)."""
+
+
+class CascadeError(RuntimeError):
+    """A stage cannot run (missing artefacts of an earlier stage, no tasks)."""
+
+
+class ProbeSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    max_tasks: int = Field(256, ge=1, description="Tasks probed (the first N of the task file).")
+    samples: int = Field(4, ge=1, description="Episodes per task (k); certainty = passes / k.")
+    pass_reward: float = Field(1.0, ge=0, le=1, description="An episode passes at reward >= this (and success).")
+    temperature: float = Field(1.0, ge=0, description="Sampling temperature of the probe.")
+
+
+class SelectSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    threshold: float = Field(0.25, ge=0, le=1, description="certainty >= threshold is high, below is low.")
+
+
+class RFTSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    teacher: bool = Field(True, description="Add the app's retrieval teacher's passing episodes on the high set.")
+    teacher_samples: int = Field(1, ge=1, description="Teacher episodes per task (it is deterministic: 1).")
+    per_task: int = Field(2, ge=1, description="Most kept trajectories per task (balances easy tasks).")
+    steps: int = Field(60, ge=0, description="Optimizer steps; 0 = skip SFT-2 (the seed goes on to RL).")
+    batch_size: int = Field(16, ge=1, description="Trajectories per step.")
+    lr: float = Field(5e-4, gt=0, description="AdamW learning rate.")
+
+
+class ReportSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    max_tasks: int = Field(200, ge=1, description="Held-out tasks evaluated per agent (the first N).")
+
+
+class CascadeRL(BaseModel):
+    """The RL stage's settings (RLConfig without its agent and out, which the cascade sets)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    steps: int = 20
+    groups_per_step: int = 8
+    group_size: int = 4
+    mode: Literal["sync", "async"] = "async"
+    async_ratio: int = 1
+    tail_fraction: float = 0.0
+    save_every: int = 10
+    rollout: RolloutSettings = Field(default_factory=RolloutSettings)
+    trainer: TrainerSettings = Field(default_factory=TrainerSettings)
+
+
+class CascadeConfig(BaseModel):
+    """One YAML for the whole cascade (``apps/shopping/cascade.yaml``); ``quick`` holds the ``--quick`` profile's
+    overrides, merged over the rest before validation."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    out: Path = Field(description="Cascade directory: one sub-directory per stage, final/, report.json.")
+    world: Path = Field(description="World the environment runs over (its catalog).")
+    tasks: Path = Field(description="Training tasks to probe: a tasks.jsonl or a directory holding one.")
+    heldout: Path = Field(description="Held-out tasks for the report (e.g. the curated test split).")
+    app: str = Field("shopping", description="The app whose environment and reward are used.")
+    workers: int = Field(2, ge=1, description="Environment workers (Ray actors) for probe, RFT and RL.")
+    seed: int = 0
+    seed_sft: dict[str, Any] = Field(description="SFTConfig of the seed SFT (its out is set to OUT/seed_sft).")
+    probe: ProbeSettings = Field(default_factory=ProbeSettings)
+    select: SelectSettings = Field(default_factory=SelectSettings)
+    sft2: RFTSettings = Field(default_factory=RFTSettings)
+    rl: CascadeRL = Field(default_factory=CascadeRL)
+    report: ReportSettings = Field(default_factory=ReportSettings)
+    rollout: RolloutSettings = Field(default_factory=RolloutSettings, description="Probe and teacher episodes.")
+    quick: dict[str, Any] = Field(default_factory=dict, description="Overrides of the --quick profile.")
+
+    def stage_dir(self, stage: Stage) -> Path:
+        return self.out / stage
+
+    def sft_config(self) -> SFTConfig:
+        return SFTConfig.model_validate({**self.seed_sft, "out": self.stage_dir("seed_sft"), "resume": True})
+
+
+def quick_profile(data: dict[str, Any]) -> dict[str, Any]:
+    """``data`` with its ``quick`` overrides deep-merged in (dicts merge, anything else replaces)."""
+    def merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+        out = dict(base)
+        for k, v in over.items():
+            out[k] = merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+        return out
+
+    return merge({k: v for k, v in data.items() if k != "quick"}, dict(data.get("quick") or {}))
+
+
+class Cascade:
+    """Runs the stages in order; each skipped when its manifest says it is done."""
+
+    def __init__(self, cfg: CascadeConfig, tasks: Sequence[Task], heldout: Sequence[Task], env_factory: EnvFactory,
+                 sid_factory: SidFactory | None, evaluator: Evaluator, progress: Progress | None = None) -> None:
+        if not tasks:
+            raise CascadeError(f"{cfg.tasks}: no {cfg.app} tasks to train on")
+        self.cfg, self.tasks, self.heldout = cfg, list(tasks), list(heldout)
+        self.env_factory, self.sid_factory, self.evaluator = env_factory, sid_factory, evaluator
+        self.progress = progress or (lambda what, n, total: None)
+        self.by_id = {t.task_id: t for t in self.tasks}
+
+    def done(self, stage: Stage) -> bool:
+        return (self.cfg.stage_dir(stage) / "manifest.json").is_file()
+
+    def run(self, stages: Sequence[Stage] = STAGES) -> dict[str, Any]:
+        for stage in stages:
+            if self.done(stage):
+                log.info("stage %s: done already (%s)", stage, self.cfg.stage_dir(stage))
+                continue
+            start = time.perf_counter()
+            getattr(self, f"stage_{stage}")()
+            log.info("stage %s: %.0f s", stage, time.perf_counter() - start)
+        report = self.cfg.stage_dir("report") / "report.json"
+        return json.loads(report.read_text()) if report.is_file() else {}
+
+    def _agent(self, stage: Stage) -> Path:
+        path = self.cfg.stage_dir(stage) / "final"
+        if not (path / "agent.json").is_file():
+            raise CascadeError(f"stage {stage} has no agent at {path}: run that stage first")
+        return path
+
+    def _pool(self, agent: Path, settings: RolloutSettings) -> EnvWorkerPool:
+        return EnvWorkerPool(agent, self.env_factory, self.sid_factory, settings, workers=self.cfg.workers)
+
+    # ---- stages --------------------------------------------------------------------------------
+    def stage_seed_sft(self) -> None:
+        sft = self.cfg.sft_config()
+        result = train_sft(sft, lambda p: self.progress("seed_sft", 0, None))
+        if result.final_dir is None:
+            raise CascadeError("seed SFT ended without a final agent")
+        write_manifest(self.cfg.stage_dir("seed_sft"), stage="cascade.seed_sft", config=self.cfg.seed_sft,
+                       counts={"steps": result.step}, inputs=[sft.world, sft.sid])
+
+    def stage_probe(self) -> None:
+        p, out = self.cfg.probe, self.cfg.stage_dir("probe")
+        tasks = self.tasks[:p.max_tasks]
+        settings = self.cfg.rollout.model_copy(update={"temperature": p.temperature})
+        jobs = [EpisodeJob(t, g, s, episode_seed(self.cfg.seed, "probe", t.task_id, s))
+                for g, t in enumerate(tasks) for s in range(p.samples)]
+        with self._pool(self._agent("seed_sft"), settings) as pool:
+            trajs = pool.map(jobs, progress=lambda n: self.progress("probe", n, len(jobs)))
+        passed: dict[str, int] = defaultdict(int)
+        for t in trajs:
+            passed[t.task_id] += self._passes(t)
+        out.mkdir(parents=True, exist_ok=True)
+        with (out / "certainty.jsonl").open("w") as f:
+            for task in tasks:
+                f.write(json.dumps({"task_id": task.task_id, "certainty": passed[task.task_id] / p.samples}) + "\n")
+        write_trajectories(out / "passing.jsonl", [t for t in trajs if self._passes(t)])
+        write_manifest(out, stage="cascade.probe", config=p.model_dump(), inputs=[self._agent("seed_sft")],
+                       counts={"tasks": len(tasks), "episodes": len(trajs),
+                               "pass_rate": round(sum(passed.values()) / max(1, len(trajs)), 4),
+                               "mean_reward": round(sum(t.reward for t in trajs) / max(1, len(trajs)), 4)})
+
+    def _passes(self, t: Trajectory) -> bool:
+        return t.success and t.reward >= self.cfg.probe.pass_reward
+
+    def stage_select(self) -> None:
+        from data_curation.select import load_certainty
+
+        out = self.cfg.stage_dir("select")
+        scores = load_certainty(self.cfg.stage_dir("probe") / "certainty.jsonl")
+        high = [self.by_id[i] for i, c in scores.items() if c >= self.cfg.select.threshold and i in self.by_id]
+        low = [self.by_id[i] for i, c in scores.items() if c < self.cfg.select.threshold and i in self.by_id]
+        for name, subset in (("high", high), ("low", low)):
+            (out / name).mkdir(parents=True, exist_ok=True)
+            with (out / name / "tasks.jsonl").open("w") as f:
+                for t in subset:
+                    f.write(t.model_dump_json() + "\n")
+        write_manifest(out, stage="cascade.select", config=self.cfg.select.model_dump(),
+                       counts={"high": len(high), "low": len(low)}, inputs=[self.cfg.stage_dir("probe")])
+
+    def _subset(self, name: str) -> list[Task]:
+        path = self.cfg.stage_dir("select") / name / "tasks.jsonl"
+        if not path.is_file():
+            raise CascadeError(f"{path} is missing: run the select stage first")
+        return [Task.model_validate_json(line) for line in path.read_text().splitlines() if line.strip()]
+
+    def stage_sft2(self) -> None:
+        r, out = self.cfg.sft2, self.cfg.stage_dir("sft2")
+        high = self._subset("high")
+        ids = {t.task_id for t in high}
+        data = [t for t in read_trajectories(self.cfg.stage_dir("probe") / "passing.jsonl") if t.task_id in ids]
+        own = len(data)
+        if r.teacher and high:
+            jobs = [EpisodeJob(task, g, s, episode_seed(self.cfg.seed, "teacher", task.task_id, s))
+                    for g, task in enumerate(high) for s in range(r.teacher_samples)]
+            with self._pool(self._agent("seed_sft"), self.cfg.rollout) as pool:
+                taught = pool.map(jobs, "run_teacher", progress=lambda n: self.progress("teacher", n, len(jobs)))
+            data += [t for t in taught if self._passes(t)]
+        data = cap_per_task(data, r.per_task, self.cfg.seed)
+        final = out / "final"
+        steps = rft(self._agent("seed_sft"), data, r, final, self.cfg.seed,
+                    progress=lambda n: self.progress("sft2", n, r.steps))
+        write_manifest(out, stage="cascade.sft2", config=r.model_dump(), inputs=[self._agent("seed_sft")],
+                       counts={"high_tasks": len(high), "own_passing": own, "kept": len(data), "steps": steps})
+
+    def stage_rl(self) -> None:
+        low = self._subset("low") or self._subset("high")
+        rl = self.cfg.rl
+        cfg = RLConfig(agent=self._agent("sft2"), out=self.cfg.stage_dir("rl"), steps=rl.steps,
+                       groups_per_step=rl.groups_per_step, group_size=rl.group_size, mode=rl.mode,
+                       async_ratio=rl.async_ratio, tail_fraction=rl.tail_fraction, env_workers=self.cfg.workers,
+                       save_every=rl.save_every, seed=self.cfg.seed, rollout=rl.rollout, trainer=rl.trainer)
+        result = train_rl(cfg, low, self.env_factory, self.sid_factory, resume=True,
+                          progress=lambda s: self.progress("rl", 1, rl.steps))
+        write_manifest(self.cfg.stage_dir("rl"), stage="cascade.rl", config=rl.model_dump(mode="json"),
+                       counts={"tasks": len(low), "steps": result.steps,
+                               "reward_first": result.history[0].collected_reward if result.history else None,
+                               "reward_last": result.history[-1].collected_reward if result.history else None},
+                       inputs=[self._agent("sft2")])
+
+    def stage_report(self) -> None:
+        out = self.cfg.stage_dir("report")
+        tasks = self.heldout[:self.cfg.report.max_tasks]
+        if not tasks:
+            raise CascadeError(f"{self.cfg.heldout}: no held-out {self.cfg.app} tasks to report on")
+        final = self.cfg.out / "final"
+        shutil.rmtree(final, ignore_errors=True)
+        shutil.copytree(self.cfg.stage_dir("rl") / "final", final)
+        rows = {}
+        for name, agent in (("seed_sft", self._agent("seed_sft")), ("sft2", self._agent("sft2")), ("final", final)):
+            rows[name] = self.evaluator(agent, tasks, out / name)
+            self.progress("report", 1, 3)
+        report = {"heldout": str(self.cfg.heldout), "tasks": len(tasks), "agents": rows,
+                  "final_beats_seed": {k: rows["final"].get(k, 0.0) > rows["seed_sft"].get(k, 0.0)
+                                       for k in ("success", "recall@10")}}
+        (out / "report.json").write_text(json.dumps(report, indent=1))
+        write_manifest(out, stage="cascade.report", config=self.cfg.report.model_dump(),
+                       counts={"tasks": len(tasks)}, inputs=[final])
+
+
+def cap_per_task(trajs: Sequence[Trajectory], per_task: int, seed: int) -> list[Trajectory]:
+    """At most ``per_task`` trajectories of each task (a seeded choice), so easy tasks don't dominate."""
+    by_task: dict[str, list[Trajectory]] = defaultdict(list)
+    for t in trajs:
+        by_task[t.task_id].append(t)
+    rng = random.Random(seed)
+    out: list[Trajectory] = []
+    for task_id in sorted(by_task):
+        group = by_task[task_id]
+        rng.shuffle(group)
+        out += group[:per_task]
+    return out
+
+
+def rft(agent: Path, data: Sequence[Trajectory], r: RFTSettings, out: Path, seed: int,
+        progress: Callable[[int], None] | None = None) -> int:
+    """Supervised steps on ``data`` (the policy tokens of kept trajectories) from ``agent``; writes the agent to
+    ``out`` and returns the steps taken (0 when there is no data: the agent is copied unchanged)."""
+    worker = TrainWorker(agent, TrainerSettings(lr=r.lr), threads=0, seed=seed)
+    steps = r.steps if data else 0
+    rng = random.Random(seed)
+    order: list[Trajectory] = []
+    for _ in range(steps):
+        if len(order) < r.batch_size:
+            extra = list(data)
+            rng.shuffle(extra)
+            order += extra
+        batch, order = order[:r.batch_size], order[r.batch_size:]
+        worker.sft_step(batch)
+        if progress is not None:
+            progress(1)
+    worker.export(out)
+    return steps
+
+
+def write_trajectories(path: Path, trajs: Sequence[Trajectory]) -> None:
+    from dataclasses import asdict
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w") as f:
+        for t in trajs:
+            f.write(json.dumps(asdict(t)) + "\n")
+
+
+def read_trajectories(path: Path) -> list[Trajectory]:
+    if not path.is_file():
+        raise CascadeError(f"{path} is missing: run the probe stage first")
+    return [Trajectory(**json.loads(line)) for line in path.read_text().splitlines() if line.strip()]
