@@ -422,12 +422,22 @@ def train_cascade_cmd(
                 bar.update(bars[what], advance=n, total=total)
 
             cascade = Cascade(cfg, tasks, heldout, partial(env_app, cfg.world, cfg.app), sid_for, evaluator,
-                              progress)
+                              progress, spec=_trajectory_spec(cfg.app))
             report = cascade.run(stages)
     except (CascadeError, RLError, ClusterError, SFTError) as err:
         raise UsageError(str(err)) from err
     if report:
         _print_cascade(report, cfg.out)
+
+
+def _trajectory_spec(app_name: str) -> Any:
+    """The app's system prompt and tool schemas, as the serving loop renders them (shopping only)."""
+    if app_name != "shopping":
+        return None
+    from apps.shopping.agent import SYSTEM_PROMPT, shopping_tools
+    from training.sft_data import TrajectorySpec
+
+    return TrajectorySpec(system_prompt=SYSTEM_PROMPT, tools=shopping_tools().schemas())
 
 
 def _print_cascade(report: dict[str, Any], out: Path) -> None:

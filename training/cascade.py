@@ -44,6 +44,7 @@ from training.rl.trainer import TrainerSettings
 from training.rl.trajectory import Trajectory
 from training.rl.workers import EnvFactory, SidFactory, TrainWorker
 from training.sft import SFTConfig, train_sft
+from training.sft_data import TrajectorySpec
 
 log = logging.getLogger(__name__)
 Stage = Literal["seed_sft", "probe", "select", "sft2", "rl", "report"]
@@ -131,8 +132,10 @@ class CascadeConfig(BaseModel):
     def stage_dir(self, stage: Stage) -> Path:
         return self.out / stage
 
-    def sft_config(self) -> SFTConfig:
-        return SFTConfig.model_validate({**self.seed_sft, "out": self.stage_dir("seed_sft"), "resume": True})
+    def sft_config(self, spec: TrajectorySpec | None = None) -> SFTConfig:
+        """The seed SFT's config; ``spec`` (the app's system prompt and tools) also shapes the tiny tokenizer."""
+        return SFTConfig.model_validate({**self.seed_sft, "out": self.stage_dir("seed_sft"), "resume": True,
+                                         "trajectory_spec": spec})
 
 
 def quick_profile(data: dict[str, Any]) -> dict[str, Any]:
@@ -150,13 +153,15 @@ class Cascade:
     """Runs the stages in order; each skipped when its manifest says it is done."""
 
     def __init__(self, cfg: CascadeConfig, tasks: Sequence[Task], heldout: Sequence[Task], env_factory: EnvFactory,
-                 sid_factory: SidFactory | None, evaluator: Evaluator, progress: Progress | None = None) -> None:
+                 sid_factory: SidFactory | None, evaluator: Evaluator, progress: Progress | None = None, *,
+                 spec: TrajectorySpec | None = None) -> None:
         if not tasks:
             raise CascadeError(f"{cfg.tasks}: no {cfg.app} tasks to train on")
         self.cfg, self.tasks, self.heldout = cfg, list(tasks), list(heldout)
         self.env_factory, self.sid_factory, self.evaluator = env_factory, sid_factory, evaluator
         self.progress = progress or (lambda what, n, total: None)
         self.by_id = {t.task_id: t for t in self.tasks}
+        self.spec = spec
 
     def done(self, stage: Stage) -> bool:
         return (self.cfg.stage_dir(stage) / "manifest.json").is_file()
@@ -183,11 +188,11 @@ class Cascade:
 
     # ---- stages --------------------------------------------------------------------------------
     def stage_seed_sft(self) -> None:
-        sft = self.cfg.sft_config()
+        sft = self.cfg.sft_config(self.spec)
         result = train_sft(sft, lambda p: self.progress("seed_sft", 0, None))
         if result.final_dir is None:
             raise CascadeError("seed SFT ended without a final agent")
-        write_manifest(self.cfg.stage_dir("seed_sft"), stage="cascade.seed_sft", config=self.cfg.seed_sft,
+        write_manifest(self.cfg.stage_dir("seed_sft"), stage="cascade.seed_sft", config=dict(self.cfg.seed_sft),
                        counts={"steps": result.step}, inputs=[sft.world, sft.sid])
 
     def stage_probe(self) -> None:

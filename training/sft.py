@@ -317,7 +317,7 @@ class SFTTrainer:
 
     def _setup_model(self) -> None:
         cfg = self.cfg
-        corpus = world_corpus(cfg.world, cfg.trajectory_spec) if cfg.base == TINY else None
+        corpus = world_corpus(cfg.world, cfg.trajectory_spec, cfg.tasks) if cfg.base == TINY else None
         model, tokenizer = load_base(cfg.base, dtype="fp32", cache_dir=cfg.cache_dir, corpus=corpus)
         self.token_map = make_sid_aware(model, tokenizer, cfg.sid)
         self.tokenizer = tokenizer

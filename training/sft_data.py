@@ -124,7 +124,7 @@ def load_tasks(world: Path, tasks: Path | None = None) -> list[Task]:
     return [t for t in RecordReader(path, Task) if t.app == "shopping" and t.target is not None]
 
 
-def world_corpus(world: Path, spec: TrajectorySpec | None = None) -> list[str]:
+def world_corpus(world: Path, spec: TrajectorySpec | None = None, tasks: Path | None = None) -> list[str]:
     """Titles, category paths and task messages of a world: what the ``tiny`` base trains its tokenizer on.
 
     With ``spec`` (trajectories are trained) also its system prompt and tool schemas, which every
@@ -133,7 +133,7 @@ def world_corpus(world: Path, spec: TrajectorySpec | None = None) -> list[str]:
     texts: list[str] = []
     for item in RecordReader(catalog_path, Item):
         texts += [item.title, " > ".join(item.category_path)]
-    for task in load_tasks(world):
+    for task in load_tasks(world, tasks):
         texts += [m.content for m in task.messages]
     return texts + (spec.corpus() if spec is not None else [])
 
