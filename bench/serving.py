@@ -45,7 +45,6 @@ import json
 import math
 import os
 import platform
-import shutil
 import sys
 import threading
 import time
@@ -62,6 +61,8 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from common import ensure_sid_dir, ensure_tiny_agent, ensure_world  # noqa: E402  (bench/common.py)
+
 from infra.engines.base import Completion, Engine, GenerationRequest  # noqa: E402
 from serving.background import BackgroundServer  # noqa: E402
 from serving.server import AgentServer, ServeConfig  # noqa: E402
@@ -75,53 +76,6 @@ WARMUP_REQUESTS = 1
 
 
 # ------------------------------------------------------------------------------------------------ inputs
-def ensure_world(work: Path, items: int) -> Path:
-    """A seeded shopping world of ``items`` listings (tasks are the request texts replayed)."""
-    from apps.shopping.world import ShoppingWorldConfig, generate_shopping_world
-
-    world = work / f"world-{items}"
-    if not (world / "manifest.json").is_file():
-        print(f"generating a {items:,}-item shopping world in {world}", flush=True)
-        generate_shopping_world(ShoppingWorldConfig(items=items, tasks=400, sessions=0, customers=1), world)
-    return world
-
-
-def ensure_sid_dir(world: Path, out: Path) -> Path:
-    """A readable SID dir without embeddings: level 1 = top category, level 2 = leaf (mod 8), then the suffix."""
-    from sid.build import LABELS_FILE, SIDS_FILE, category_sids
-
-    if (out / SIDS_FILE).is_file() and (out / LABELS_FILE).is_file():
-        return out
-    return category_sids(world, out)
-
-
-def ensure_tiny_agent(work: Path, world: Path, sid: Path, steps: int, threads: int) -> Path:
-    """The tiny base after ``steps`` SFT steps on the world (0 = only made SID-aware); cached by step count."""
-    out = work / f"tiny-sft{steps}"
-    final = out / "final"
-    if (final / "agent.json").is_file():
-        return final
-    if steps == 0:
-        from training.models import load_base, make_sid_aware, save_agent
-        from training.sft_data import world_corpus
-
-        model, tok = load_base("tiny", dtype="fp32", corpus=world_corpus(world))
-        return save_agent(model, tok, make_sid_aware(model, tok, sid), sid, final)
-    from training.sft import SFTConfig, train_sft
-
-    shutil.rmtree(out, ignore_errors=True)
-    cfg = SFTConfig.model_validate({
-        "base": "tiny", "world": world, "sid": sid, "out": out, "max_steps": steps, "batch_size": 8,
-        "max_seq_len": 128, "lr": 2e-3, "warmup_steps": min(10, steps // 10), "eval_every": 0, "eval_max": 32,
-        "save_every": 0, "precision": "auto", "threads": threads, "log_every": 50})
-    print(f"SFT of the tiny agent: {steps} steps -> {final}", flush=True)
-    t0 = time.perf_counter()
-    result = train_sft(cfg)
-    assert result.final_dir is not None, "train_sft finished without a final agent"
-    print(f"  done in {time.perf_counter() - t0:.0f} s, train loss {result.train_loss}", flush=True)
-    return result.final_dir
-
-
 def ensure_smollm2_agent(work: Path, sid: Path) -> Path:
     """SmolLM2-135M-Instruct with the SID tokens added (rows initialised from labels, not trained)."""
     from training.models import load_base, make_sid_aware, save_agent

@@ -59,6 +59,20 @@ class CascadeError(RuntimeError):
     """A stage cannot run (missing artefacts of an earlier stage, no tasks)."""
 
 
+class WarmupSettings(BaseModel):
+    """The seed stage's protocol warm-up: RFT on the retrieval teacher's passing episodes over the training
+    tasks, in the served format (system prompt, tools, SIDs written as the policy writes them). The SFT
+    trainer's intent examples carry no system prompt, so without it the seed answers in a format it never
+    saw and the probe would measure the format, not the task."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    steps: int = Field(100, ge=0, description="RFT steps after the SFT; 0 = none (the SFT agent is the seed).")
+    max_tasks: int = Field(-1, ge=-1, description="Training tasks the teacher acts on; -1 = all.")
+    batch_size: int = Field(16, ge=1, description="Trajectories per step.")
+    lr: float = Field(5e-4, gt=0, description="AdamW learning rate.")
+
+
 class ProbeSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -120,7 +134,8 @@ class CascadeConfig(BaseModel):
     app: str = Field("shopping", description="The app whose environment and reward are used.")
     workers: int = Field(2, ge=1, description="Environment workers (Ray actors) for probe, RFT and RL.")
     seed: int = 0
-    seed_sft: dict[str, Any] = Field(description="SFTConfig of the seed SFT (its out is set to OUT/seed_sft).")
+    seed_sft: dict[str, Any] = Field(description="SFTConfig of the seed SFT (its out is set to OUT/seed_sft/sft).")
+    warmup: WarmupSettings = Field(default_factory=WarmupSettings)
     probe: ProbeSettings = Field(default_factory=ProbeSettings)
     select: SelectSettings = Field(default_factory=SelectSettings)
     sft2: RFTSettings = Field(default_factory=RFTSettings)
@@ -134,7 +149,7 @@ class CascadeConfig(BaseModel):
 
     def sft_config(self, spec: TrajectorySpec | None = None) -> SFTConfig:
         """The seed SFT's config; ``spec`` (the app's system prompt and tools) also shapes the tiny tokenizer."""
-        return SFTConfig.model_validate({**self.seed_sft, "out": self.stage_dir("seed_sft"), "resume": True,
+        return SFTConfig.model_validate({**self.seed_sft, "out": self.stage_dir("seed_sft") / "sft", "resume": True,
                                          "trajectory_spec": spec})
 
 
@@ -188,12 +203,28 @@ class Cascade:
 
     # ---- stages --------------------------------------------------------------------------------
     def stage_seed_sft(self) -> None:
-        sft = self.cfg.sft_config(self.spec)
+        sft, w = self.cfg.sft_config(self.spec), self.cfg.warmup
         result = train_sft(sft, lambda p: self.progress("seed_sft", 0, None))
         if result.final_dir is None:
             raise CascadeError("seed SFT ended without a final agent")
-        write_manifest(self.cfg.stage_dir("seed_sft"), stage="cascade.seed_sft", config=dict(self.cfg.seed_sft),
-                       counts={"steps": result.step}, inputs=[sft.world, sft.sid])
+        tasks = self.tasks if w.max_tasks < 0 else self.tasks[:w.max_tasks]
+        data: list[Trajectory] = []
+        if w.steps > 0:
+            data = [t for t in self._teach(result.final_dir, tasks, "warmup") if self._passes(t)]
+        rft_cfg = RFTSettings(steps=w.steps, batch_size=w.batch_size, lr=w.lr)
+        steps = rft(result.final_dir, data, rft_cfg, self.cfg.stage_dir("seed_sft") / "final", self.cfg.seed,
+                    progress=lambda n: self.progress("warmup", n, w.steps))
+        write_manifest(self.cfg.stage_dir("seed_sft"), stage="cascade.seed_sft",
+                       config={"sft": dict(self.cfg.seed_sft), "warmup": w.model_dump()},
+                       counts={"sft_steps": result.step, "warmup_tasks": len(tasks), "warmup_passing": len(data),
+                               "warmup_steps": steps}, inputs=[sft.world, sft.sid])
+
+    def _teach(self, agent: Path, tasks: Sequence[Task], what: str, samples: int = 1) -> list[Trajectory]:
+        """The retrieval teacher's episodes on ``tasks`` (recorded in the policy's token format)."""
+        jobs = [EpisodeJob(task, g, s, episode_seed(self.cfg.seed, what, task.task_id, s))
+                for g, task in enumerate(tasks) for s in range(samples)]
+        with self._pool(agent, self.cfg.rollout) as pool:
+            return pool.map(jobs, "run_teacher", progress=lambda n: self.progress(what, n, len(jobs)))
 
     def stage_probe(self) -> None:
         p, out = self.cfg.probe, self.cfg.stage_dir("probe")
@@ -247,10 +278,7 @@ class Cascade:
         data = [t for t in read_trajectories(self.cfg.stage_dir("probe") / "passing.jsonl") if t.task_id in ids]
         own = len(data)
         if r.teacher and high:
-            jobs = [EpisodeJob(task, g, s, episode_seed(self.cfg.seed, "teacher", task.task_id, s))
-                    for g, task in enumerate(high) for s in range(r.teacher_samples)]
-            with self._pool(self._agent("seed_sft"), self.cfg.rollout) as pool:
-                taught = pool.map(jobs, "run_teacher", progress=lambda n: self.progress("teacher", n, len(jobs)))
+            taught = self._teach(self._agent("seed_sft"), high, "teacher", r.teacher_samples)
             data += [t for t in taught if self._passes(t)]
         data = cap_per_task(data, r.per_task, self.cfg.seed)
         final = out / "final"

@@ -75,8 +75,8 @@ FINAL_DIR = "final"
 METRICS_FILE = "metrics.jsonl"
 _CKPT_FORMAT = "sidekick.sft_checkpoint/1"
 _META = "meta.json"
-_RESUMABLE_CHANGES = {"resume", "eval_every", "save_every", "keep_checkpoints", "log_every", "log_dir", "cache_dir",
-                      "workers", "threads", "device"}
+_RESUMABLE_CHANGES = {"out", "resume", "eval_every", "save_every", "keep_checkpoints", "log_every", "log_dir",
+                      "cache_dir", "workers", "threads", "device"}
 """Config fields that may differ between a checkpoint and the run resuming it."""
 
 

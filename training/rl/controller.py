@@ -30,6 +30,7 @@ import math
 import os
 import random
 import shutil
+import statistics
 import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
@@ -116,6 +117,8 @@ class StepStats:
     trajectories: int
     generated: int
     response_tokens: float
+    response_p50: float
+    response_max: int
     train_s: float
     step_s: float
     elapsed_s: float
@@ -224,6 +227,7 @@ class RLRun:
         self._next_group = 0
         self._deaths = self._restarts = 0
         self._collected: list[float] = []
+        self._lengths: list[int] = []
         self._start = time.perf_counter()
         self._elapsed_before = 0.0
         self._dropped_at_step = 0
@@ -268,6 +272,10 @@ class RLRun:
         self._elapsed_before = float(state.get("elapsed_s", 0.0))
         self.history = [StepStats(**{k: v for k, v in h.items() if not k.startswith("loss/")})
                         for h in state.get("history", [])]
+        metrics = self.cfg.out / METRICS_FILE  # steps logged after the checkpoint are run again: drop their lines
+        if metrics.is_file():
+            lines = [ln for ln in metrics.read_text().splitlines() if ln.strip()]
+            metrics.write_text("".join(ln + "\n" for ln in lines if json.loads(ln)["step"] <= self.step))
 
     # ---- the loop ------------------------------------------------------------------------------
     def run(self, progress: Callable[[StepStats], None] | None = None) -> RLResult:
@@ -359,6 +367,7 @@ class RLRun:
             self._held[call.worker].pop((t.group, t.sample), None)
             self._partial[t.group].append(t)
             self._collected.append(t.reward)
+            self._lengths.append(t.response_tokens)
             self._generated += 1
             if len(self._partial[t.group]) == self.cfg.group_size:
                 self.buffer.add(self._partial.pop(t.group), self.version)
@@ -414,9 +423,11 @@ class RLRun:
             collected_reward=sum(self._collected) / max(1, len(self._collected)),
             dropped_zero_var=self.buffer.zero_var, dropped_stale=self.buffer.stale,
             trajectories=n_traj, generated=generated, response_tokens=sum(t.response_tokens for t in batch) / rows,
+            response_p50=float(statistics.median(self._lengths)) if self._lengths else 0.0,
+            response_max=max(self._lengths, default=0),
             train_s=float(loss.pop("train_s", 0.0)), step_s=time.perf_counter() - step_start, elapsed_s=elapsed,
             trajectories_per_s=generated / max(elapsed, 1e-9), worker_deaths=self._deaths, loss=loss)
-        self._collected = []
+        self._collected, self._lengths = [], []
         self.history.append(stats)
         self._log(stats)
         if self.step % self.cfg.save_every == 0 or self.step == self.cfg.steps:

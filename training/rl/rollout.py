@@ -12,6 +12,7 @@ Used by the environment workers of the RL runtime and, without Ray, by the casca
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -167,10 +168,11 @@ Teacher = Callable[[AgentEnv, ModelAccess], str]
 
 
 def fallback_teacher(env: AgentEnv, model: ModelAccess) -> str:
-    """The app's own retrieval (its fallback: SID beam search under the request's filters, else BM25) as a
-    teacher that answers natively in item space: its top item's SID, written as the policy writes one
-    (``<|sid_start|><s1_..>..<|sid_end|>``), or its reply text when it has no item or no SIDs."""
-    final = env.app.fallback(env.context(), "teacher")
+    """The app's own retrieval without the model (its fallback's catalog search under the request's filters:
+    BM25 for shopping) as a teacher that answers natively in item space: its top item's SID, written as the
+    policy writes one (``<|sid_start|><s1_..>..<|sid_end|>``), or its reply text when it has no item or no
+    SIDs. Without the model, so the teacher does not inherit the student's mistakes."""
+    final = env.app.fallback(dataclasses.replace(env.context(), model=None), "teacher")
     sid = model.sid
     if sid is None or not final.item_ids:
         return final.reply

@@ -1,0 +1,131 @@
+"""The RL runtime end to end on a real local Ray cluster, the tiny model and the shopping environment.
+
+Run: ``.venv/bin/python -m pytest tests/training/rl/test_runtime.py -m integration -q`` (a few minutes)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from functools import partial
+from pathlib import Path
+
+import pytest
+import yaml
+
+from apps.evaluate import load_tasks
+from apps.rl import env_app, sid_for
+from harness.tasks import Task
+from training.rl.controller import RLConfig, RLRun, StepStats
+from training.rl.rollout import RolloutSettings
+from training.rl.trainer import TrainerSettings
+
+pytestmark = pytest.mark.integration
+ROOT = Path(__file__).resolve().parents[3]
+
+
+@pytest.fixture(scope="module")
+def policy(worlds: dict[str, Path], tmp_path_factory: pytest.TempPathFactory, make_sid_dir: object) -> Path:
+    """The tiny model after enough SFT to write SIDs in the harness (but far from solving the tasks)."""
+    from sid.build import category_sids
+    from training.sft import SFTConfig, train_sft
+
+    root = tmp_path_factory.mktemp("rl-policy")
+    sid = category_sids(worlds["shopping"], root / "sid")
+    cfg = SFTConfig.model_validate({
+        "base": "tiny", "world": worlds["shopping"], "sid": sid, "out": root / "sft", "cache_dir": root / "cache",
+        "max_steps": 120, "batch_size": 16, "max_seq_len": 128, "lr": 3e-3, "warmup_steps": 5, "eval_every": 0,
+        "save_every": 0, "precision": "fp32", "threads": 1, "log_every": 50})
+    result = train_sft(cfg)
+    assert result.final_dir is not None
+    return result.final_dir
+
+
+def _tasks(world: Path, n: int) -> list[Task]:
+    return [t for t in load_tasks(world) if t.kind != "bundle" and not t.hidden][:n]
+
+
+def _config(agent: Path, out: Path, **overrides: object) -> RLConfig:
+    base = {"agent": agent, "out": out, "steps": 4, "groups_per_step": 2, "group_size": 4, "env_workers": 2,
+            "mode": "sync", "save_every": 2, "seed": 0,
+            "rollout": RolloutSettings(max_new_tokens=12, max_steps=1, temperature=1.0),
+            "trainer": TrainerSettings(lr=3e-3)}
+    return RLConfig.model_validate({**base, **overrides})
+
+
+def test_mean_reward_rises_on_a_task_set_the_tiny_model_can_learn(policy: Path, worlds: dict[str, Path],
+                                                                  tmp_path: Path) -> None:
+    world = worlds["shopping"]
+    cfg = _config(policy, tmp_path / "rl", steps=14, groups_per_step=4, group_size=8, save_every=100,
+                  max_drop_rounds=2)
+    run = RLRun(cfg, _tasks(world, 4), partial(env_app, world, "shopping"), sid_for)
+    try:
+        run.setup()
+        result = run.run()
+    finally:
+        run.close()
+    curve = [s.collected_reward for s in result.history]
+    start, end = sum(curve[:3]) / 3, sum(curve[-3:]) / 3
+    assert end > start + 0.1, f"mean reward did not rise: {curve}"
+    assert (result.final_dir / "agent.json").is_file()
+    metrics = [json.loads(line) for line in (cfg.out / "logs/metrics.jsonl").read_text().splitlines()]
+    assert [m["step"] for m in metrics] == list(range(1, 15))
+
+
+def test_killing_an_environment_worker_does_not_stop_the_run(policy: Path, worlds: dict[str, Path],
+                                                              tmp_path: Path) -> None:
+    import ray
+
+    world = worlds["shopping"]
+    cfg = _config(policy, tmp_path / "rl", steps=4, mode="async")
+    run = RLRun(cfg, _tasks(world, 8), partial(env_app, world, "shopping"), sid_for)
+    killed: list[int] = []
+
+    def kill_once(stats: StepStats) -> None:
+        if not killed:
+            pid = ray.get(run.workers[0].pid.remote())
+            os.kill(pid, signal.SIGKILL)
+            killed.append(pid)
+
+    try:
+        run.setup()
+        result = run.run(kill_once)
+    finally:
+        run.close()
+    assert killed and result.steps == 4
+    assert result.history[-1].worker_deaths >= 1
+    assert (result.final_dir / "agent.json").is_file()
+
+
+def test_resume_after_the_whole_run_is_killed(policy: Path, worlds: dict[str, Path], tmp_path: Path) -> None:
+    out = tmp_path / "rl"
+    config = tmp_path / "rl.yaml"
+    config.write_text(yaml.safe_dump({
+        "agent": str(policy), "out": str(out), "world": str(worlds["shopping"]), "app": "shopping",
+        "max_tasks": 8, "steps": 6, "groups_per_step": 2, "group_size": 4, "env_workers": 2, "mode": "sync",
+        "save_every": 2, "rollout": {"max_new_tokens": 12, "max_steps": 1}, "trainer": {"lr": 1e-3}}))
+    cmd = [str(Path(sys.executable).parent / "sidekick"), "train", "rl", str(config)]
+    env = {**os.environ, "RAY_ADDRESS": "", "RAY_AUTH_MODE": "disabled"}
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, start_new_session=True, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT)
+    first = out / "checkpoints" / "step-000002" / "state.json"
+    deadline = time.monotonic() + 300
+    while not first.is_file():
+        assert proc.poll() is None, proc.stdout.read().decode() if proc.stdout else "exited"
+        assert time.monotonic() < deadline, "no checkpoint within 300 s"
+        time.sleep(0.5)
+    os.killpg(proc.pid, signal.SIGKILL)  # the driver and the Ray cluster it started, mid-run
+    proc.wait(30)
+    assert not (out / "final").exists()
+    done = subprocess.run([*cmd, "--resume"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "steps=6" in done.stdout
+    state = json.loads(sorted((out / "checkpoints").glob("step-*/state.json"))[-1].read_text())
+    assert state["step"] == 6 and [h["step"] for h in state["history"]] == list(range(1, 7))
+    metrics = [json.loads(line)["step"] for line in (out / "logs/metrics.jsonl").read_text().splitlines()]
+    assert metrics == list(range(1, 7))  # steps lost with the kill were run again, logged once
+    assert (out / "final" / "agent.json").is_file()
