@@ -33,8 +33,9 @@ demo: $(STAMP)
 		--key-file $(DEMO_DIR)/anonymise.key --force
 	$(VENV)/bin/sidekick sid build $(DEMO_DIR)/curated --out $(DEMO_DIR)/sid --force
 	$(VENV)/bin/sidekick sid explain $(DEMO_DIR)/sid sku-0000000
-	@# The agent: the tiny model fine-tuned on the SIDs (about 3 minutes; --resume makes a rerun instant).
-	$(VENV)/bin/sidekick train sft apps/shopping/sft.yaml --resume
+	@# The agent: the cascade's quick profile on the tiny model — seed SFT -> probe -> select -> SFT-2 (RFT)
+	@# -> RL -> held-out report (about 20 minutes; a rerun skips the finished stages).
+	$(VENV)/bin/sidekick train cascade apps/shopping/cascade.yaml --quick
 	$(VENV)/bin/sidekick world livestream --out $(DEMO_DIR)/livestream --force
 	$(VENV)/bin/sidekick world travel --out $(DEMO_DIR)/travel --force
 	@echo
@@ -51,7 +52,7 @@ demo: $(STAMP)
 	@echo "       -d '{\"model\": \"sidekick:shopping\", \"messages\": [{\"role\": \"user\", \"content\": \"a tent for two\"}]}'"
 	@echo "  open http://127.0.0.1:$(DEMO_PORT)/docs   (OpenAPI)   ·   curl -s localhost:$(DEMO_PORT)/metrics"
 	@echo
-	$(VENV)/bin/sidekick serve $(DEMO_DIR)/sft/final --world $(DEMO_DIR)/world --world $(DEMO_DIR)/livestream \
+	$(VENV)/bin/sidekick serve $(DEMO_DIR)/cascade-quick/final --world $(DEMO_DIR)/world --world $(DEMO_DIR)/livestream \
 		--world $(DEMO_DIR)/travel --port $(DEMO_PORT)
 
 test: $(STAMP)

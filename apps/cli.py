@@ -409,7 +409,12 @@ def train_cascade_cmd(
     if bad:
         raise UsageError(f"--stage {bad[0]}: expected one of {', '.join(STAGES)}")
     stages = [s for s in STAGES if s in set(stage)] if stage else list(STAGES)
-    tasks, heldout = _app_tasks(cfg.tasks, cfg.app), _app_tasks(cfg.heldout, cfg.app)
+    tasks = _app_tasks(cfg.tasks, cfg.app)
+    heldout = [t for path in cfg.heldout for t in _app_tasks(path, cfg.app)]
+    overlap = {t.task_id for t in tasks} & {t.task_id for t in heldout}
+    if overlap:
+        raise UsageError(f"{len(overlap)} held-out tasks are also training tasks, e.g. {sorted(overlap)[0]}: "
+                         "the report would not be held out")
     evaluator = harness_evaluator(cfg.world, cfg.app, EvalConfig(workers=4, threads=1, max_new_tokens=64))
     columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     try:
@@ -441,7 +446,7 @@ def _trajectory_spec(app_name: str) -> Any:
 
 
 def _print_cascade(report: dict[str, Any], out: Path) -> None:
-    table = Table(title=f"held-out tasks: {report['tasks']} ({report['heldout']})")
+    table = Table(title=f"held-out tasks: {report['tasks']} ({', '.join(report['heldout'])})")
     for col in ("agent", "success", "recall@10", "hit@10", "reward"):
         table.add_column(col, justify="left" if col == "agent" else "right")
     for name, m in report["agents"].items():

@@ -23,6 +23,7 @@ stages' artefacts.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import random
@@ -130,7 +131,8 @@ class CascadeConfig(BaseModel):
     out: Path = Field(description="Cascade directory: one sub-directory per stage, final/, report.json.")
     world: Path = Field(description="World the environment runs over (its catalog).")
     tasks: Path = Field(description="Training tasks to probe: a tasks.jsonl or a directory holding one.")
-    heldout: Path = Field(description="Held-out tasks for the report (e.g. the curated test split).")
+    heldout: list[Path] = Field(description="Held-out tasks for the report: tasks.jsonl files or directories "
+                                            "holding one (e.g. the curated test and val splits).", min_length=1)
     app: str = Field("shopping", description="The app whose environment and reward are used.")
     workers: int = Field(2, ge=1, description="Environment workers (Ray actors) for probe, RFT and RL.")
     seed: int = 0
@@ -179,13 +181,45 @@ class Cascade:
         self.spec = spec
 
     def done(self, stage: Stage) -> bool:
-        return (self.cfg.stage_dir(stage) / "manifest.json").is_file()
+        """The stage finished after the stage before it last finished (a rerun upstream invalidates it)."""
+        path = self.cfg.stage_dir(stage) / "manifest.json"
+        if not path.is_file():
+            return False
+        manifest = json.loads(path.read_text())
+        return bool(manifest.get("after") == self._upstream(stage)
+                    and manifest.get("settings") == _digest(self._settings(stage)))
+
+    def _settings(self, stage: Stage) -> dict[str, Any]:
+        """The config a stage's result depends on (a change makes the stage run again)."""
+        c = self.cfg
+        table: dict[str, dict[str, Any]] = {"seed_sft": {"sft": c.seed_sft, "warmup": c.warmup.model_dump(), "tasks": str(c.tasks)},
+                "probe": {"probe": c.probe.model_dump(), "rollout": c.rollout.model_dump()},
+                "select": c.select.model_dump(), "sft2": c.sft2.model_dump(),
+                "rl": c.rl.model_dump(mode="json"),
+                "report": {"report": c.report.model_dump(), "heldout": [str(p) for p in c.heldout]}}
+        return table[stage]
+
+    def _upstream(self, stage: Stage) -> str | None:
+        """Fingerprint of the previous stage's manifest (None for the first stage)."""
+        k = STAGES.index(stage)
+        if k == 0:
+            return None
+        prev = self.cfg.stage_dir(STAGES[k - 1]) / "manifest.json"
+        return hashlib.sha256(prev.read_bytes()).hexdigest()[:16] if prev.is_file() else "missing"
+
+    def _manifest(self, stage: Stage, config: dict[str, Any], counts: dict[str, Any], inputs: list[Path]) -> None:
+        write_manifest(self.cfg.stage_dir(stage), stage=f"cascade.{stage}", config=config, counts=counts,
+                       inputs=inputs, extra={"after": self._upstream(stage),
+                                             "settings": _digest(self._settings(stage))})
 
     def run(self, stages: Sequence[Stage] = STAGES) -> dict[str, Any]:
         for stage in stages:
             if self.done(stage):
                 log.info("stage %s: done already (%s)", stage, self.cfg.stage_dir(stage))
                 continue
+            if (self.cfg.stage_dir(stage) / "manifest.json").is_file():  # stale: upstream or settings changed
+                log.info("stage %s: an earlier stage or this stage's settings changed; starting it afresh", stage)
+                shutil.rmtree(self.cfg.stage_dir(stage))
             start = time.perf_counter()
             getattr(self, f"stage_{stage}")()
             log.info("stage %s: %.0f s", stage, time.perf_counter() - start)
@@ -214,10 +248,9 @@ class Cascade:
         rft_cfg = RFTSettings(steps=w.steps, batch_size=w.batch_size, lr=w.lr)
         steps = rft(result.final_dir, data, rft_cfg, self.cfg.stage_dir("seed_sft") / "final", self.cfg.seed,
                     progress=lambda n: self.progress("warmup", n, w.steps))
-        write_manifest(self.cfg.stage_dir("seed_sft"), stage="cascade.seed_sft",
-                       config={"sft": dict(self.cfg.seed_sft), "warmup": w.model_dump()},
-                       counts={"sft_steps": result.step, "warmup_tasks": len(tasks), "warmup_passing": len(data),
-                               "warmup_steps": steps}, inputs=[sft.world, sft.sid])
+        self._manifest("seed_sft", {"sft": dict(self.cfg.seed_sft), "warmup": w.model_dump()},
+                       {"sft_steps": result.step, "warmup_tasks": len(tasks), "warmup_passing": len(data),
+                        "warmup_steps": steps}, [sft.world, sft.sid])
 
     def _teach(self, agent: Path, tasks: Sequence[Task], what: str, samples: int = 1) -> list[Trajectory]:
         """The retrieval teacher's episodes on ``tasks`` (recorded in the policy's token format)."""
@@ -242,10 +275,10 @@ class Cascade:
             for task in tasks:
                 f.write(json.dumps({"task_id": task.task_id, "certainty": passed[task.task_id] / p.samples}) + "\n")
         write_trajectories(out / "passing.jsonl", [t for t in trajs if self._passes(t)])
-        write_manifest(out, stage="cascade.probe", config=p.model_dump(), inputs=[self._agent("seed_sft")],
-                       counts={"tasks": len(tasks), "episodes": len(trajs),
-                               "pass_rate": round(sum(passed.values()) / max(1, len(trajs)), 4),
-                               "mean_reward": round(sum(t.reward for t in trajs) / max(1, len(trajs)), 4)})
+        n = max(1, len(trajs))
+        self._manifest("probe", p.model_dump(), {
+            "tasks": len(tasks), "episodes": len(trajs), "pass_rate": round(sum(passed.values()) / n, 4),
+            "mean_reward": round(sum(t.reward for t in trajs) / n, 4)}, [self._agent("seed_sft")])
 
     def _passes(self, t: Trajectory) -> bool:
         return t.success and t.reward >= self.cfg.probe.pass_reward
@@ -262,8 +295,8 @@ class Cascade:
             with (out / name / "tasks.jsonl").open("w") as f:
                 for t in subset:
                     f.write(t.model_dump_json() + "\n")
-        write_manifest(out, stage="cascade.select", config=self.cfg.select.model_dump(),
-                       counts={"high": len(high), "low": len(low)}, inputs=[self.cfg.stage_dir("probe")])
+        self._manifest("select", self.cfg.select.model_dump(), {"high": len(high), "low": len(low)},
+                       [self.cfg.stage_dir("probe")])
 
     def _subset(self, name: str) -> list[Task]:
         path = self.cfg.stage_dir("select") / name / "tasks.jsonl"
@@ -284,8 +317,8 @@ class Cascade:
         final = out / "final"
         steps = rft(self._agent("seed_sft"), data, r, final, self.cfg.seed,
                     progress=lambda n: self.progress("sft2", n, r.steps))
-        write_manifest(out, stage="cascade.sft2", config=r.model_dump(), inputs=[self._agent("seed_sft")],
-                       counts={"high_tasks": len(high), "own_passing": own, "kept": len(data), "steps": steps})
+        self._manifest("sft2", r.model_dump(), {"high_tasks": len(high), "own_passing": own, "kept": len(data),
+                                               "steps": steps}, [self._agent("seed_sft")])
 
     def stage_rl(self) -> None:
         low = self._subset("low") or self._subset("high")
@@ -296,17 +329,17 @@ class Cascade:
                        save_every=rl.save_every, seed=self.cfg.seed, rollout=rl.rollout, trainer=rl.trainer)
         result = train_rl(cfg, low, self.env_factory, self.sid_factory, resume=True,
                           progress=lambda s: self.progress("rl", 1, rl.steps))
-        write_manifest(self.cfg.stage_dir("rl"), stage="cascade.rl", config=rl.model_dump(mode="json"),
-                       counts={"tasks": len(low), "steps": result.steps,
-                               "reward_first": result.history[0].collected_reward if result.history else None,
-                               "reward_last": result.history[-1].collected_reward if result.history else None},
-                       inputs=[self._agent("sft2")])
+        self._manifest("rl", rl.model_dump(mode="json"), {
+            "tasks": len(low), "steps": result.steps,
+            "reward_first": result.history[0].collected_reward if result.history else None,
+            "reward_last": result.history[-1].collected_reward if result.history else None}, [self._agent("sft2")])
 
     def stage_report(self) -> None:
         out = self.cfg.stage_dir("report")
         tasks = self.heldout[:self.cfg.report.max_tasks]
         if not tasks:
-            raise CascadeError(f"{self.cfg.heldout}: no held-out {self.cfg.app} tasks to report on")
+            where = ", ".join(map(str, self.cfg.heldout))
+            raise CascadeError(f"{where}: no held-out {self.cfg.app} tasks to report on")
         final = self.cfg.out / "final"
         shutil.rmtree(final, ignore_errors=True)
         shutil.copytree(self.cfg.stage_dir("rl") / "final", final)
@@ -314,12 +347,15 @@ class Cascade:
         for name, agent in (("seed_sft", self._agent("seed_sft")), ("sft2", self._agent("sft2")), ("final", final)):
             rows[name] = self.evaluator(agent, tasks, out / name)
             self.progress("report", 1, 3)
-        report = {"heldout": str(self.cfg.heldout), "tasks": len(tasks), "agents": rows,
+        report = {"heldout": [str(p) for p in self.cfg.heldout], "tasks": len(tasks), "agents": rows,
                   "final_beats_seed": {k: rows["final"].get(k, 0.0) > rows["seed_sft"].get(k, 0.0)
                                        for k in ("success", "recall@10")}}
         (out / "report.json").write_text(json.dumps(report, indent=1))
-        write_manifest(out, stage="cascade.report", config=self.cfg.report.model_dump(),
-                       counts={"tasks": len(tasks)}, inputs=[final])
+        self._manifest("report", self.cfg.report.model_dump(), {"tasks": len(tasks)}, [final])
+
+
+def _digest(value: Any) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
 def cap_per_task(trajs: Sequence[Trajectory], per_task: int, seed: int) -> list[Trajectory]:

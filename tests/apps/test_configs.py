@@ -53,7 +53,7 @@ def test_the_cascade_profiles_and_their_seed_sft_validate() -> None:
     for transform in (None, quick_profile):
         cfg = load_config(CascadeConfig, path, transform=transform)
         sft = cfg.sft_config()  # the seed SFT section is a whole SFTConfig
-        assert sft.out == cfg.out / "seed_sft"
+        assert sft.out == cfg.out / "seed_sft" / "sft"
     quick = load_config(CascadeConfig, path, transform=quick_profile)
     full = load_config(CascadeConfig, path)
-    assert quick.out != full.out and quick.rl.steps < full.rl.steps and quick.quick == {}
+    assert quick.out != full.out and quick.seed_sft["max_steps"] < full.seed_sft["max_steps"] and quick.quick == {}
