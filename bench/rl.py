@@ -16,7 +16,9 @@ Table printed, JSON (with the reward curves) written to bench/results/rl[-quick]
    ``sync`` (generate with v, train, push v+1, generate…), ``async-1`` and ``async-2`` (workers keep
    generating while the trainer updates; trajectories may lag 1 or 2 versions), ``async-1+tail`` (also
    ``tail_fraction`` 0.25: a worker call returns once 75 % of its episodes are done and carries the long
-   tail into its next call).
+   tail into its next call). Dynamic sampling is off, so every mode trains on exactly the same number of
+   trajectories per update (this barely trained agent earns reward 0 on most groups, which dynamic
+   sampling would drop and replace, making the modes do different amounts of work).
 3. Per mode: ``steps/min`` (updates per minute of wall time, Ray start excluded), ``traj/s`` (trajectories
    generated per second, dropped ones included), ``trained/s``, drops (zero-variance groups, stale groups),
    the mean reward of the first and last updates' rollouts (the curves are in the JSON: parity, not a race
@@ -65,7 +67,7 @@ def run_mode(name: str, agent: Path, world: Path, tasks: list[Task], args: argpa
     out = args.work / "runs" / name
     shutil.rmtree(out, ignore_errors=True)
     cfg = RLConfig(agent=agent, out=out, steps=args.steps, groups_per_step=args.groups, group_size=args.group_size,
-                   env_workers=args.workers, groups_per_call=1, save_every=10_000, seed=0,
+                   env_workers=args.workers, groups_per_call=1, save_every=10_000, seed=0, dynamic_sampling=False,
                    rollout=RolloutSettings(max_new_tokens=args.max_new_tokens, max_steps=2, temperature=1.0),
                    trainer=TrainerSettings(lr=args.lr), **MODES[name])
     print(f"{name}: {args.steps} updates x {args.groups} groups x {args.group_size}", flush=True)

@@ -2,12 +2,16 @@
 
     sidekick train cascade apps/shopping/cascade.yaml [--quick] [--stage probe] [--out DIR]
 
-Each stage writes ``OUT/<stage>/`` and, last, its ``manifest.json``; a stage whose manifest exists is
-done and is skipped, so a rerun resumes where the last one stopped (the SFT and RL stages also
-resume from their own checkpoints mid-stage). ``--stage`` runs one stage alone; it needs the earlier
-stages' artefacts.
+Each stage writes ``OUT/<stage>/`` and, last, its ``manifest.json`` (with a digest of the stage's
+settings and of the previous stage's manifest); a stage whose manifest matches is done and is
+skipped, so a rerun resumes where the last one stopped (the SFT and RL stages also resume from their
+own checkpoints mid-stage), and a changed setting or a rerun upstream runs it afresh. ``--stage``
+runs one stage alone; it needs the earlier stages' artefacts.
 
-1. **seed_sft** — SFT of the base (:mod:`training.sft`): alignment and intent examples.
+1. **seed_sft** — SFT of the base (:mod:`training.sft`: alignment and intent examples), then a short
+   protocol warm-up (``warmup``): RFT on the app's retrieval teacher's passing episodes over the
+   training tasks, in the served format. The SFT's intent examples carry no system prompt or tools,
+   so without it the probe would measure the format, not the task.
 2. **probe** — ``samples`` episodes per task in the harness environment with the seed agent;
    ``certainty`` = the share that pass (reward >= ``pass_reward``). Written as ``certainty.jsonl``
    (``{task_id, certainty}``: the score file ``sidekick curate --certainty`` reads), plus the passing
@@ -192,7 +196,9 @@ class Cascade:
     def _settings(self, stage: Stage) -> dict[str, Any]:
         """The config a stage's result depends on (a change makes the stage run again)."""
         c = self.cfg
-        table: dict[str, dict[str, Any]] = {"seed_sft": {"sft": c.seed_sft, "warmup": c.warmup.model_dump(), "tasks": str(c.tasks)},
+        table: dict[str, dict[str, Any]] = {
+                "seed_sft": {"sft": c.seed_sft, "warmup": c.warmup.model_dump(), "tasks": str(c.tasks),
+                             "data": [_data_digest(Path(c.seed_sft.get(k, ""))) for k in ("world", "sid")]},
                 "probe": {"probe": c.probe.model_dump(), "rollout": c.rollout.model_dump()},
                 "select": c.select.model_dump(), "sft2": c.sft2.model_dump(),
                 "rl": c.rl.model_dump(mode="json"),
@@ -208,6 +214,7 @@ class Cascade:
         return hashlib.sha256(prev.read_bytes()).hexdigest()[:16] if prev.is_file() else "missing"
 
     def _manifest(self, stage: Stage, config: dict[str, Any], counts: dict[str, Any], inputs: list[Path]) -> None:
+        self.cfg.stage_dir(stage).mkdir(parents=True, exist_ok=True)
         write_manifest(self.cfg.stage_dir(stage), stage=f"cascade.{stage}", config=config, counts=counts,
                        inputs=inputs, extra={"after": self._upstream(stage),
                                              "settings": _digest(self._settings(stage))})
@@ -352,6 +359,14 @@ class Cascade:
                                        for k in ("success", "recall@10")}}
         (out / "report.json").write_text(json.dumps(report, indent=1))
         self._manifest("report", self.cfg.report.model_dump(), {"tasks": len(tasks)}, [final])
+
+
+def _data_digest(directory: Path) -> str | None:
+    """Digest of the file checksums in a directory's manifest (the data, not when it was written)."""
+    manifest = directory / "manifest.json"
+    if not manifest.is_file():
+        return None
+    return _digest(json.loads(manifest.read_text()).get("files"))
 
 
 def _digest(value: Any) -> str:

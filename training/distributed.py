@@ -23,6 +23,8 @@ from typing import TYPE_CHECKING, Any
 import torch
 import torch.distributed as dist
 
+from infra.cluster import ClusterConfig, connect, shutdown
+
 if TYPE_CHECKING:
     from training.sft import SFTConfig, SFTResult, TrainProgress
 
@@ -124,29 +126,13 @@ class SFTWorker:
             dist.destroy_process_group()
 
 
-def _start_ray(workers: int) -> bool:
-    """Join ``settings.ray_address`` or an already running Ray, else start a local one; True if started here."""
-    import ray
-
-    from infra.settings import get_settings
-
-    if ray.is_initialized():
-        return False
-    address = get_settings().ray_address
-    if address:
-        ray.init(address=address, include_dashboard=False, log_to_driver=False)
-        return False
-    ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False, configure_logging=False)
-    return True
-
-
 def run_data_parallel(cfg: SFTConfig, progress: Callable[[TrainProgress], None] | None = None) -> SFTResult:
     """Train ``cfg`` on ``cfg.workers`` Ray actors; the result is rank 0's."""
     import ray
 
     from training.sft import resolve_device
 
-    started = _start_ray(cfg.workers)
+    cluster = connect(ClusterConfig(num_cpus=max(os.cpu_count() or 1, cfg.workers)))
     gpus = 1 if resolve_device(cfg.device).type == "cuda" else 0
     actor_cls: Any = ray.remote(num_cpus=1, num_gpus=gpus)(SFTWorker)
     actors: list[Any] = [actor_cls.remote() for _ in range(cfg.workers)]
@@ -169,5 +155,4 @@ def run_data_parallel(cfg: SFTConfig, progress: Callable[[TrainProgress], None] 
     finally:
         for actor in actors:
             ray.kill(actor)
-        if started:
-            ray.shutdown()
+        shutdown(cluster)

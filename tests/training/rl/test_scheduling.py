@@ -133,3 +133,31 @@ def _tasks(world: Path) -> list[Task]:
     from apps.evaluate import load_tasks
 
     return load_tasks(world)
+
+
+def test_cascade_skips_finished_stages_and_reruns_what_a_change_makes_stale(tmp_path: Path) -> None:
+    from training.cascade import STAGES, Cascade, CascadeConfig
+
+    calls: list[str] = []
+
+    class Recorded(Cascade):
+        def __getattribute__(self, name: str) -> Any:
+            if name.startswith("stage_"):
+                stage = name.removeprefix("stage_")
+                return lambda: (calls.append(stage), self._manifest(stage, {}, {}, []))  # type: ignore[arg-type]
+            return super().__getattribute__(name)
+
+    task = Task(task_id="t0", app="travel", kind="plan", messages=[{"role": "user", "content": "x"}])
+    cfg = CascadeConfig(out=tmp_path, world=tmp_path, tasks=tmp_path, heldout=[tmp_path], app="travel",
+                        seed_sft={"base": "tiny"})
+
+    def run(c: CascadeConfig) -> list[str]:
+        calls.clear()
+        Recorded(c, [task], [task], lambda: None, None, lambda a, t, o: {}).run()  # type: ignore[arg-type,return-value]
+        return list(calls)
+
+    assert run(cfg) == list(STAGES)
+    assert run(cfg) == []  # everything done: a rerun does nothing
+    changed = cfg.model_copy(update={"sft2": cfg.sft2.model_copy(update={"lr": 1e-5})})
+    assert run(changed) == ["sft2", "rl", "report"]  # the changed stage and everything after it
+    assert run(changed) == []
