@@ -330,7 +330,8 @@ class Cascade:
     def stage_rl(self) -> None:
         low = self._subset("low") or self._subset("high")
         rl = self.cfg.rl
-        cfg = RLConfig(agent=self._agent("sft2"), out=self.cfg.stage_dir("rl"), steps=rl.steps,
+        cfg = RLConfig(agent=self._agent("sft2"), out=self.cfg.stage_dir("rl"), world=self.cfg.world,
+                       tasks=self.cfg.tasks, app=self.cfg.app, steps=rl.steps,
                        groups_per_step=rl.groups_per_step, group_size=rl.group_size, mode=rl.mode,
                        async_ratio=rl.async_ratio, tail_fraction=rl.tail_fraction, env_workers=self.cfg.workers,
                        save_every=rl.save_every, seed=self.cfg.seed, rollout=rl.rollout, trainer=rl.trainer)
