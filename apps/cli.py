@@ -327,6 +327,14 @@ def train_sft_cmd(
                       f"tokens/s={result.tokens_per_s:,.0f}", highlight=False)
 
 
+def _check_dirs(*, agent: Path | None = None, world: Path | None = None) -> None:
+    """Fail before Ray starts (an actor that cannot load its inputs dies with a far less readable error)."""
+    if agent is not None and not (agent / "agent.json").is_file():
+        raise UsageError(f"agent {agent}: not an agent directory (no agent.json); train one with sidekick train sft")
+    if world is not None and not any((world / name).is_file() for name in ("catalog.jsonl", "catalog.parquet")):
+        raise UsageError(f"world {world}: no catalog.jsonl (a world or curated directory is needed)")
+
+
 def _app_tasks(path: Path, app_name: str, limit: int = -1) -> list[Any]:
     from apps.evaluate import EvalSetupError, load_tasks
 
@@ -361,6 +369,7 @@ def train_rl_cmd(
                                      "ray_address": ray_address})
     if cfg.world is None:
         raise UsageError(f"{config}: set world (the directory whose catalog the environment runs over)")
+    _check_dirs(agent=cfg.agent, world=cfg.world)
     tasks = _app_tasks(cfg.tasks or cfg.world, cfg.app, cfg.max_tasks)
     columns = (TextColumn("[bold]rl"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                TextColumn("{task.fields[stats]}"))
@@ -409,6 +418,7 @@ def train_cascade_cmd(
     if bad:
         raise UsageError(f"--stage {bad[0]}: expected one of {', '.join(STAGES)}")
     stages = [s for s in STAGES if s in set(stage)] if stage else list(STAGES)
+    _check_dirs(world=cfg.world)
     tasks = _app_tasks(cfg.tasks, cfg.app)
     # splits by user share tasks (two shoppers, one intent): only tasks never trained on are held out
     train_ids = {t.task_id for t in tasks}

@@ -360,8 +360,8 @@ class RLRun:
         call = self._inflight.pop(ref)
         try:
             trajs: list[Trajectory] = ray.get(ref)
-        except (ray.exceptions.RayActorError, ray.exceptions.ActorDiedError, ray.exceptions.WorkerCrashedError):
-            self._worker_died(call.worker)
+        except (ray.exceptions.RayActorError, ray.exceptions.ActorDiedError, ray.exceptions.WorkerCrashedError) as err:
+            self._worker_died(call.worker, err)
             return
         for t in trajs:
             self._held[call.worker].pop((t.group, t.sample), None)
@@ -372,7 +372,7 @@ class RLRun:
             if len(self._partial[t.group]) == self.cfg.group_size:
                 self.buffer.add(self._partial.pop(t.group), self.version)
 
-    def _worker_died(self, worker: int) -> None:
+    def _worker_died(self, worker: int, err: BaseException) -> None:
         """Queue the dead worker's groups again (from scratch: a group's samples must share a policy) and
         start a replacement while restarts remain."""
         lost = self._held.pop(worker, {})
@@ -392,8 +392,9 @@ class RLRun:
         else:
             self.workers[worker] = None
         if all(h is None for h in self.workers):
+            cause = str(err).strip().splitlines()[-1] if str(err).strip() else type(err).__name__
             raise RLError(f"every environment worker died ({self._deaths} deaths; max_worker_restarts="
-                          f"{self.cfg.max_worker_restarts})")
+                          f"{self.cfg.max_worker_restarts}); the last one: {cause}")
 
     def _weights_dir(self) -> Path:
         ckpt = self.latest_checkpoint()

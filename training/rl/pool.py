@@ -77,8 +77,8 @@ class EnvWorkerPool:
             w, part = inflight.pop(done[0])
             try:
                 got: list[Trajectory] = ray.get(done[0])
-            except (ray.exceptions.RayActorError, ray.exceptions.WorkerCrashedError):
-                self._replace(w)
+            except (ray.exceptions.RayActorError, ray.exceptions.WorkerCrashedError) as err:
+                self._replace(w, err)
                 todo.insert(0, part)
                 continue
             out += got
@@ -87,9 +87,10 @@ class EnvWorkerPool:
         order = {(j.group, j.sample): k for k, j in enumerate(jobs)}
         return sorted(out, key=lambda t: order[(t.group, t.sample)])
 
-    def _replace(self, worker: int) -> None:
+    def _replace(self, worker: int, err: BaseException) -> None:
         if self.restarts >= self.max_restarts:
-            raise RuntimeError(f"environment workers died {self.restarts + 1} times; giving up")
+            cause = str(err).strip().splitlines()[-1] if str(err).strip() else type(err).__name__
+            raise RuntimeError(f"environment workers died {self.restarts + 1} times; giving up. The last: {cause}")
         self.restarts += 1
         log.warning("environment worker %d died; starting a replacement and running its chunk again", worker)
         self.handles[worker] = self._spawn(worker)
