@@ -412,8 +412,8 @@ def train_cascade_cmd(
     from training.rl.controller import RLError
     from training.sft import SFTError
 
-    cfg = _config(CascadeConfig, config, {"out": out, "workers": workers}) if not quick else load_config(
-        CascadeConfig, config, {"out": out, "workers": workers}, transform=quick_profile)
+    cfg = load_config(CascadeConfig, config, {"out": out, "workers": workers},
+                      transform=quick_profile if quick else None)
     bad = sorted(set(stage or []) - set(STAGES))
     if bad:
         raise UsageError(f"--stage {bad[0]}: expected one of {', '.join(STAGES)}")

@@ -325,3 +325,10 @@ def cpu_mapping(env_workers: int, *, colocate: bool = True) -> DeviceMapping:
             "environment": RolePlacement(workers=env_workers, cpus=0.5),
         }
     )
+
+
+def connect_for(mapping: DeviceMapping, address: str | None = None) -> ClusterInfo:
+    """:func:`connect`, giving a local cluster enough logical CPUs for ``mapping``'s bundles (oversubscribing a
+    small machine is the caller's choice: environment workers mostly wait while the trainer runs)."""
+    needed = math.ceil(sum(b.get("CPU", 0.0) for b in mapping.bundles()))
+    return connect(ClusterConfig(address=address, num_cpus=max(os.cpu_count() or 1, needed)))

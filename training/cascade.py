@@ -228,10 +228,16 @@ class Cascade:
                 log.info("stage %s: an earlier stage or this stage's settings changed; starting it afresh", stage)
                 shutil.rmtree(self.cfg.stage_dir(stage))
             start = time.perf_counter()
-            getattr(self, f"stage_{stage}")()
+            self._stage_fn(stage)()
             log.info("stage %s: %.0f s", stage, time.perf_counter() - start)
         report = self.cfg.stage_dir("report") / "report.json"
         return json.loads(report.read_text()) if report.is_file() else {}
+
+    def _stage_fn(self, stage: Stage) -> Callable[[], None]:
+        runs: dict[str, Callable[[], None]] = {
+            "seed_sft": self.stage_seed_sft, "probe": self.stage_probe, "select": self.stage_select,
+            "sft2": self.stage_sft2, "rl": self.stage_rl, "report": self.stage_report}
+        return runs[stage]
 
     def _agent(self, stage: Stage) -> Path:
         path = self.cfg.stage_dir(stage) / "final"

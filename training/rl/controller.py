@@ -26,8 +26,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
-import os
 import random
 import shutil
 import statistics
@@ -41,7 +39,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from harness.tasks import Task
-from infra.cluster import ClusterConfig, ClusterInfo, Placement, connect, cpu_mapping, place, shutdown
+from infra.cluster import ClusterInfo, Placement, connect_for, cpu_mapping, place, shutdown
 from infra.manifest import write_manifest
 from training.rl.rollout import EpisodeJob, RolloutSettings, episode_seed
 from training.rl.trainer import TrainerSettings
@@ -83,8 +81,6 @@ class RLConfig(BaseModel):
     groups_per_call: int = Field(1, ge=1, description="Groups a worker rolls out in one lockstep call.")
     worker_threads: int = Field(1, ge=0, description="torch threads per environment worker; 0 = torch default.")
     trainer_threads: int = Field(1, ge=0, description="torch threads of the trainer; 0 = torch default.")
-    colocate: bool = Field(True, description="Trainer and rollout share one bundle (time-sharing) instead of "
-                                             "separate ones.")
     max_worker_restarts: int = Field(4, ge=0, description="Replacement workers started after crashes, in all.")
     save_every: int = Field(10, ge=1, description="Checkpoint every N steps (and at the end).")
     keep_checkpoints: int = Field(2, ge=1, description="Newest checkpoints kept.")
@@ -237,11 +233,10 @@ class RLRun:
     def setup(self, resume: bool = False) -> None:
         import ray
 
-        mapping = cpu_mapping(self.cfg.env_workers, colocate=self.cfg.colocate)
-        needed = math.ceil(sum(b.get("CPU", 0.0) for b in mapping.bundles()))
-        # a local cluster gets enough logical CPUs for the mapping (oversubscribing a small machine is the
-        # user's choice: env workers are mostly idle while the trainer runs)
-        self.cluster = connect(ClusterConfig(address=self.cfg.ray_address, num_cpus=max(os.cpu_count() or 1, needed)))
+        # rollout engines live in the environment workers on CPU: the mapping's rollout role shares the trainer's
+        # bundle and reserves nothing of its own
+        mapping = cpu_mapping(self.cfg.env_workers, colocate=True)
+        self.cluster = connect_for(mapping, self.cfg.ray_address)
         self.placement = place(mapping, self.cluster)
         train_cls: Any = ray.remote(TrainWorker)
         self.trainer = train_cls.options(**self.placement.options("actor_train", 0)).remote(

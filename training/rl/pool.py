@@ -10,14 +10,12 @@ worker (a fresh one replaces the dead), so a crash costs time, not episodes.
 from __future__ import annotations
 
 import logging
-import math
-import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal
 
-from infra.cluster import ClusterConfig, ClusterInfo, Placement, connect, cpu_mapping, place, shutdown
+from infra.cluster import ClusterInfo, Placement, connect_for, cpu_mapping, place, shutdown
 from training.rl.rollout import EpisodeJob, RolloutSettings
 from training.rl.trajectory import Trajectory
 from training.rl.workers import EnvFactory, EnvWorker, SidFactory
@@ -44,8 +42,7 @@ class EnvWorkerPool:
 
     def __enter__(self) -> EnvWorkerPool:
         mapping = cpu_mapping(self.n, colocate=True)
-        needed = math.ceil(sum(b.get("CPU", 0.0) for b in mapping.bundles()))
-        self.cluster = connect(ClusterConfig(address=self.ray_address, num_cpus=max(os.cpu_count() or 1, needed)))
+        self.cluster = connect_for(mapping, self.ray_address)
         self.placement = place(mapping, self.cluster)
         self.handles = [self._spawn(i) for i in range(self.n)]
         return self

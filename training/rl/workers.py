@@ -1,7 +1,7 @@
 """The RL runtime's Ray actors: environment workers (harness envs + their rollout engine) and the trainer.
 
 * :class:`EnvWorker` — many harness environments in one process, stepped in lockstep
-  (:func:`training.rl.rollout.run_episodes`), with the rollout :class:`~infra.engines.base.Engine` they
+  (:class:`training.rl.rollout.EpisodePool`), with the rollout :class:`~infra.engines.base.Engine` they
   generate with. On CPU the engine is an HF replica inside the worker ("rollout colocated with the
   environments": no prompt or trie crosses a process boundary, and W workers generate in parallel);
   its weights arrive versioned from the trainer after every update. A worker that dies loses only
@@ -30,7 +30,7 @@ import torch
 from harness.agent import ModelAccess, SidResources
 from infra.engines.hf import HFEngine
 from training.models import Agent, load_agent, save_agent
-from training.rl.rollout import EnvApp, EpisodeJob, EpisodePool, RolloutSettings, teacher_episodes
+from training.rl.rollout import EnvApp, EpisodeJob, EpisodePool, RolloutSettings, run_episodes, teacher_episodes
 from training.rl.trainer import PolicyTrainer, TrainerSettings, state_from_numpy
 from training.rl.trajectory import Trajectory
 
@@ -81,11 +81,7 @@ class EnvWorker:
 
     def run_all(self, jobs: Sequence[EpisodeJob]) -> list[Trajectory]:
         """Run ``jobs`` to the end in a pool of their own (the probe and evaluations; RL uses :meth:`run`)."""
-        pool = EpisodePool(self.app, self.model, self.settings)
-        pool.add(jobs)
-        while pool.running:
-            pool.step()
-        return pool.pop_finished()
+        return run_episodes(jobs, self.app, self.model, self.settings)
 
     def update_weights(self, state: dict[str, np.ndarray], version: int) -> int:
         self.model.engine.update_weights(state_from_numpy(state), version)

@@ -147,3 +147,18 @@ def test_resume_after_the_whole_run_is_killed(policy: Path, worlds: dict[str, Pa
     metrics = [json.loads(line)["step"] for line in (out / "logs/metrics.jsonl").read_text().splitlines()]
     assert metrics == list(range(1, 7))  # steps lost with the kill were run again, logged once
     assert (out / "final" / "agent.json").is_file()
+
+
+def test_worker_pool_runs_every_job_once_in_job_order_policy_and_teacher(policy: Path,
+                                                                        worlds: dict[str, Path]) -> None:
+    from training.rl.pool import EnvWorkerPool
+    from training.rl.rollout import EpisodeJob
+
+    world = worlds["shopping"]
+    jobs = [EpisodeJob(t, g, s, 10 * g + s) for g, t in enumerate(_solvable(world, policy, 3)) for s in range(2)]
+    with EnvWorkerPool(policy, partial(env_app, world, "shopping"), sid_for, SETTINGS, workers=2, chunk=2) as pool:
+        sampled = pool.map(jobs)
+        taught = pool.map(jobs, "run_teacher")
+    for got in (sampled, taught):
+        assert [(t.group, t.sample) for t in got] == [(j.group, j.sample) for j in jobs]
+    assert all(t.success for t in taught)  # the teacher solved these tasks when the fixture picked them
