@@ -38,10 +38,11 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from harness.tasks import Task
 from infra.manifest import write_manifest
+from infra.recordio import format_validation_error
 from training.rl.controller import RLConfig, train_rl
 from training.rl.pool import EnvWorkerPool
 from training.rl.rollout import EpisodeJob, RolloutSettings, episode_seed
@@ -149,6 +150,24 @@ class CascadeConfig(BaseModel):
     report: ReportSettings = Field(default_factory=ReportSettings)
     rollout: RolloutSettings = Field(default_factory=RolloutSettings, description="Probe and teacher episodes.")
     quick: dict[str, Any] = Field(default_factory=dict, description="Overrides of the --quick profile.")
+
+    @model_validator(mode="after")
+    def _sections_validate(self) -> CascadeConfig:
+        """The seed SFT and RL sections are whole configs of their own: check them now, not stages later."""
+        for section, check in (("seed_sft", self.sft_config), ("rl", lambda: self.rl_config(Path("agent")))):
+            try:
+                check()
+            except ValidationError as err:
+                raise ValueError(f"section {section}: {format_validation_error(err)}") from None
+        return self
+
+    def rl_config(self, agent: Path) -> RLConfig:
+        """The RL stage's RLConfig, starting from ``agent``."""
+        rl = self.rl
+        return RLConfig(agent=agent, out=self.stage_dir("rl"), world=self.world, tasks=self.tasks, app=self.app,
+                        steps=rl.steps, groups_per_step=rl.groups_per_step, group_size=rl.group_size, mode=rl.mode,
+                        async_ratio=rl.async_ratio, tail_fraction=rl.tail_fraction, env_workers=self.workers,
+                        save_every=rl.save_every, seed=self.seed, rollout=rl.rollout, trainer=rl.trainer)
 
     def stage_dir(self, stage: Stage) -> Path:
         return self.out / stage
@@ -336,11 +355,7 @@ class Cascade:
     def stage_rl(self) -> None:
         low = self._subset("low") or self._subset("high")
         rl = self.cfg.rl
-        cfg = RLConfig(agent=self._agent("sft2"), out=self.cfg.stage_dir("rl"), world=self.cfg.world,
-                       tasks=self.cfg.tasks, app=self.cfg.app, steps=rl.steps,
-                       groups_per_step=rl.groups_per_step, group_size=rl.group_size, mode=rl.mode,
-                       async_ratio=rl.async_ratio, tail_fraction=rl.tail_fraction, env_workers=self.cfg.workers,
-                       save_every=rl.save_every, seed=self.cfg.seed, rollout=rl.rollout, trainer=rl.trainer)
+        cfg = self.cfg.rl_config(self._agent("sft2"))
         result = train_rl(cfg, low, self.env_factory, self.sid_factory, resume=True,
                           progress=lambda s: self.progress("rl", 1, rl.steps))
         self._manifest("rl", rl.model_dump(mode="json"), {

@@ -140,3 +140,8 @@ def test_train_rl_and_cascade_refuse_bad_inputs_before_starting_ray(tmp_path: Pa
     cascade = Path(__file__).resolve().parents[2] / "apps/shopping/cascade.yaml"
     _one_line_error(run("train", "cascade", cascade, "--stage", "bogus"), "--stage bogus: expected one of")
     _one_line_error(run("train", "cascade", cascade, "--out", tmp_path / "c", "--workers", "0"), "workers")
+    bad = tmp_path / "cascade.yaml"
+    bad.write_text(cascade.read_text().replace("  max_steps: 1200", "  max_step: 1200"))
+    _one_line_error(run("train", "cascade", bad), "max_step")  # a typo in the seed SFT section, found at load
+    bad.write_text(cascade.read_text().replace("rl:\n  steps: 30", "rl:\n  steps: 0"))
+    _one_line_error(run("train", "cascade", bad), "steps")  # and one in the RL section

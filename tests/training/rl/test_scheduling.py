@@ -149,7 +149,7 @@ def test_cascade_skips_finished_stages_and_reruns_what_a_change_makes_stale(tmp_
 
     task = Task(task_id="t0", app="travel", kind="plan", messages=[{"role": "user", "content": "x"}])
     cfg = CascadeConfig(out=tmp_path, world=tmp_path, tasks=tmp_path, heldout=[tmp_path], app="travel",
-                        seed_sft={"base": "tiny"})
+                        seed_sft={"base": "tiny", "world": tmp_path, "sid": tmp_path})
 
     def run(c: CascadeConfig) -> list[str]:
         calls.clear()
