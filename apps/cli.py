@@ -307,24 +307,48 @@ def train_sft_cmd(
     workers: Annotated[int | None, typer.Option(help="Data-parallel Ray workers (default 1 = this process).")]
     = None,
 ) -> None:
-    """Supervised fine-tuning of a SID-aware agent on a world's alignment and intent examples."""
-    from apps.shopping.agent import SYSTEM_PROMPT, shopping_tools
-    from training.models import ModelError
+    """Supervised fine-tuning of a SID-aware agent on a world's examples (the world's app brings its SFT data)."""
+    import apps as app_table
+    from harness.agent_dir import ModelError
     from training.sft import SFTConfig, SFTError, train_sft
-    from training.sft_data import SftDataError, TrajectorySpec
+    from training.sft_data import SftDataError
 
-    # tool-call trajectories are rendered with the app's prompt and tools, exactly as the serving loop renders them
-    spec = TrajectorySpec(system_prompt=SYSTEM_PROMPT, tools=shopping_tools().schemas())
     cfg = _config(SFTConfig, config, {"base": base, "max_steps": max_steps, "out": out, "resume": resume or None,
-                                      "workers": workers, "trajectory_spec": spec})
+                                      "workers": workers})
+    source = _sft_source(cfg.world)
+    # tool-call trajectories are rendered with the app's prompt and tools, exactly as the serving loop renders them
+    cfg = cfg.model_copy(update={"trajectory_spec": source.trajectory_spec()}) \
+        if cfg.trajectories_per_task > 0 and cfg.trajectory_spec is None else cfg
     try:
         with _train_progress() as update:
-            result = train_sft(cfg, update)
-    except (SFTError, SftDataError, ModelError) as err:
+            result = train_sft(cfg, source, update)
+    except (SFTError, SftDataError, ModelError, app_table.AppError) as err:
         raise UsageError(str(err)) from err
     eval_loss = "-" if result.eval_loss is None else f"{result.eval_loss:.4f}"
     out_console.print(f"[green]wrote[/green] {result.final_dir}  steps={result.step:,}  eval_loss={eval_loss}  "
                       f"tokens/s={result.tokens_per_s:,.0f}", highlight=False)
+
+
+def _sft_source(world: Path) -> Any:
+    """The SFT data source of the app ``world`` belongs to (its kit's ``sft``)."""
+    import apps as app_table
+
+    try:
+        kit = app_table.kit(app_table.world_app_name(world))
+    except app_table.AppError as err:
+        raise UsageError(str(err)) from err
+    if kit.sft is None:
+        raise UsageError(f"world {world}: the {kit.name} app has no SFT data of its own yet")
+    return kit.sft
+
+
+def _kit(name: str) -> Any:
+    import apps as app_table
+
+    try:
+        return app_table.kit(name)
+    except app_table.AppError as err:
+        raise UsageError(str(err)) from err
 
 
 def _check_dirs(*, agent: Path | None = None, world: Path | None = None) -> None:
@@ -359,9 +383,7 @@ def train_rl_cmd(
     ray_address: Annotated[str | None, typer.Option(help="Join this Ray cluster instead of starting one.")] = None,
 ) -> None:
     """RL on the app's harness environment with the Ray runtime (GRPO-family, async rollout, checkpoints)."""
-    from functools import partial
-
-    from apps.rl import env_app, sid_for
+    from apps.rl import env_factory
     from infra.cluster import ClusterError
     from training.rl.controller import RLConfig, RLError, train_rl
 
@@ -369,6 +391,9 @@ def train_rl_cmd(
                                      "ray_address": ray_address})
     if cfg.world is None:
         raise UsageError(f"{config}: set world (the directory whose catalog the environment runs over)")
+    if cfg.app is None:
+        raise UsageError(f"{config}: set app (the app whose environment and reward are used)")
+    kit = _kit(cfg.app)
     _check_dirs(agent=cfg.agent, world=cfg.world)
     tasks = _app_tasks(cfg.tasks or cfg.world, cfg.app, cfg.max_tasks)
     columns = (TextColumn("[bold]rl"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
@@ -381,7 +406,7 @@ def train_rl_cmd(
                 bar.update(task, completed=s.step, stats=f"reward {s.collected_reward:.3f}  "
                                                         f"{s.trajectories_per_s:.2f} traj/s")
 
-            result = train_rl(cfg, tasks, partial(env_app, cfg.world, cfg.app), sid_for, resume=resume,
+            result = train_rl(cfg, tasks, env_factory(kit, cfg.world), kit.sid, resume=resume,
                               progress=update)
     except (RLError, ClusterError) as err:
         raise UsageError(str(err)) from err
@@ -403,9 +428,7 @@ def train_cascade_cmd(
     workers: Annotated[int | None, typer.Option(help="Environment workers.")] = None,
 ) -> None:
     """Seed SFT -> probe -> select -> SFT-2 (RFT) -> RL, then seed vs final on held-out tasks. Resumable."""
-    from functools import partial
-
-    from apps.rl import env_app, harness_evaluator, sid_for
+    from apps.rl import env_factory, harness_evaluator
     from eval.run import EvalConfig
     from infra.cluster import ClusterError
     from training.cascade import STAGES, Cascade, CascadeConfig, CascadeError, quick_profile
@@ -418,6 +441,7 @@ def train_cascade_cmd(
     if bad:
         raise UsageError(f"--stage {bad[0]}: expected one of {', '.join(STAGES)}")
     stages = [s for s in STAGES if s in set(stage)] if stage else list(STAGES)
+    kit = _kit(cfg.app)
     _check_dirs(world=cfg.world)
     tasks = _app_tasks(cfg.tasks, cfg.app)
     # splits by user share tasks (two shoppers, one intent): only tasks never trained on are held out
@@ -429,7 +453,9 @@ def train_cascade_cmd(
                       "training tasks; the report leaves them out", highlight=False)
     if not heldout:
         raise UsageError("every held-out task is also a training task: nothing to report on")
-    evaluator = harness_evaluator(cfg.world, cfg.app, EvalConfig(workers=4, threads=1, max_new_tokens=64))
+    evaluator = harness_evaluator(kit, cfg.world, EvalConfig(workers=4, threads=1, max_new_tokens=64))
+    if kit.sft is None:
+        raise UsageError(f"{config}: the {kit.name} app has no SFT data of its own yet (the seed SFT needs it)")
     columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     try:
         with Progress(*columns, console=console, disable=not console.is_terminal) as bar:
@@ -440,23 +466,13 @@ def train_cascade_cmd(
                     bars[what] = bar.add_task(what, total=total)
                 bar.update(bars[what], advance=n, total=total)
 
-            cascade = Cascade(cfg, tasks, heldout, partial(env_app, cfg.world, cfg.app), sid_for, evaluator,
-                              progress, spec=_trajectory_spec(cfg.app))
+            cascade = Cascade(cfg, tasks, heldout, env_factory(kit, cfg.world), kit.sid, evaluator, progress,
+                              sft=kit.sft)
             report = cascade.run(stages)
     except (CascadeError, RLError, ClusterError, SFTError) as err:
         raise UsageError(str(err)) from err
     if report:
         _print_cascade(report, cfg.out)
-
-
-def _trajectory_spec(app_name: str) -> Any:
-    """The app's system prompt and tool schemas, as the serving loop renders them (shopping only)."""
-    if app_name != "shopping":
-        return None
-    from apps.shopping.agent import SYSTEM_PROMPT, shopping_tools
-    from training.sft_data import TrajectorySpec
-
-    return TrajectorySpec(system_prompt=SYSTEM_PROMPT, tools=shopping_tools().schemas())
 
 
 def _print_cascade(report: dict[str, Any], out: Path) -> None:
@@ -540,7 +556,10 @@ def serve(
                                                 "(X-API-Key); unset = admin routes off.")] = None,
     redis_url: Annotated[str | None, typer.Option(help="redis://host:port/db: share sessions between replicas.")]
     = None,
-    dtype: Annotated[str, typer.Option(help="auto (bf16 where the CPU has it), bf16 or fp32.")] = "auto",
+    dtype: Annotated[str | None, typer.Option(help="auto (bf16 where the CPU has it), bf16 or fp32 (default: the "
+                                                   "config's engine.dtype, auto).")] = None,
+    engine: Annotated[str | None, typer.Option(help="hf (CPU default) or vllm (GPU) (default: the config's "
+                                                    "engine.backend).")] = None,
 ) -> None:
     """Serve the REST API (shopping, livestream, travel, OpenAI-compatible chat); OpenAPI docs at /docs."""
     import uvicorn
@@ -549,13 +568,17 @@ def serve(
     from serving.app import create_app
     from serving.server import ServeConfig
 
-    if dtype not in ("auto", "bf16", "fp32"):
+    if dtype not in (None, "auto", "bf16", "fp32"):
         raise UsageError(f"--dtype {dtype!r}: expected auto, bf16 or fp32")
+    if engine not in (None, "hf", "vllm"):
+        raise UsageError(f"--engine {engine!r}: expected hf or vllm")
     if not 0 < port < 65536:
         raise UsageError(f"--port {port}: expected 1-65535")
     cfg = _config(ServeConfig, config, {"api_key": api_key, "redis_url": redis_url})
+    update = {k: v for k, v in {"dtype": dtype, "backend": engine}.items() if v is not None}
+    cfg.engine = cfg.engine.model_copy(update=update)
     try:
-        server = build_server(agent, world or [], cfg, dtype=dtype)  # type: ignore[arg-type]
+        server = build_server(agent, world or [], cfg)
     except ServeSetupError as err:
         raise UsageError(str(err)) from err
     base = f"http://{host}:{port}"
@@ -712,10 +735,10 @@ def eval_movielens(
     max_users: Annotated[int | None, typer.Option(help="Only the first N users (default: all 943).")] = None,
     seed: Annotated[int | None, typer.Option(help="Seed of SIDs, models and data order (default 0).")] = None,
     config: Annotated[Path | None, typer.Option("--config", "-c", help="YAML MovieLensBenchConfig "
-                                                "(eval/movielens.py).")] = None,
+                                                "(apps/movielens/bench.py).")] = None,
 ) -> None:
     """MovieLens-100k leave-one-out next-item benchmark: SID generative retrieval vs popularity, BM25, dense, SASRec."""
-    from eval.movielens import MovieLensBenchConfig, MovieLensBenchError, format_table, run_movielens_benchmark
+    from apps.movielens.bench import MovieLensBenchConfig, MovieLensBenchError, format_table, run_movielens_benchmark
 
     cfg = _config(MovieLensBenchConfig, config, {"world": world, "out": out, "quick": quick or None,
                                                  "methods": _split_names(methods) or None, "max_users": max_users,

@@ -19,15 +19,15 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack
-from functools import partial
 from pathlib import Path
 from typing import Any, Literal
 
-from apps.serve import APPS, ServeSetupError, load_app, trained_world, world_app_name
-from eval.replay import EvalApp
+import apps as app_table
+from apps.serve import ServeSetupError, load_app, sid_builder, trained_world
 from eval.report import compare_reports, load_run, write_compare
 from eval.run import EvalConfig, Ranker, run_evaluation
 from harness.agent import ModelAccess
+from harness.env import AppEnv
 from harness.tasks import Task
 from infra.layout import CATALOG_FILE, TASKS_FILE
 from infra.recordio import read_records
@@ -38,7 +38,6 @@ BASELINES = ("popularity", "bm25", "dense", "sasrec")
 """Baseline names ``--baselines`` accepts (rankers from ``eval/baselines.py``)."""
 DEFAULT_BASELINES = ("popularity", "bm25")
 """What runs without ``--baselines`` (cheap; ``dense`` embeds the catalog once, then it is cached)."""
-STREAMS_FILE = "streams.jsonl"
 
 
 class EvalSetupError(ValueError):
@@ -71,8 +70,8 @@ def load_tasks(logs: Path) -> list[Task]:
 
 def _app_of(world: Path) -> str | None:
     try:
-        return world_app_name(world)
-    except ServeSetupError:
+        return app_table.world_app_name(world)
+    except app_table.AppError:
         return None
 
 
@@ -89,59 +88,39 @@ def find_worlds(logs: Path, apps: Sequence[str], worlds: Sequence[Path] = (), ag
     found: dict[str, Path] = {}
     for app in apps:
         fits = [c for c in candidates if (c / CATALOG_FILE).is_file() and _app_of(c) == app]
-        if app == "livestream":  # the tools need the streams; a curated copy may have only the catalog
-            fits.sort(key=lambda c: not (c / STREAMS_FILE).is_file())
+        wanted = app_table.kit(app).world_files  # what the tools read; a curated copy may have only the catalog
+        fits.sort(key=lambda c: not all((c / f).is_file() for f in wanted))
         if not fits:
             raise EvalSetupError(f"no {app} world (catalog) found beside --logs {logs}: pass --world DIR")
         found[app] = fits[0]
     return found
 
 
-def eval_app(world: Path, name: str) -> EvalApp:
+def eval_app(world: Path, name: str) -> AppEnv:
     """An app ready for replay: its spec over ``world`` with its reward, simulated user and request constraints."""
     try:
-        spec = load_app(world, name=name)
-    except (ServeSetupError, ValueError, OSError) as e:
-        raise EvalSetupError(f"{world}: cannot set up the {name} app: {e}") from e
-    if name == "shopping":
-        from apps.shopping.env import reward_fn, simulated_user
-
-        return EvalApp(spec, reward_fn(spec.catalog), simulated_user, _shopping_request)
-    if name == "livestream":
-        from apps.livestream import agent as live
-
-        return EvalApp(spec, live.reward_fn(spec.catalog), live.simulated_user, live.request_constraints)
-    if name == "travel":
-        from apps.travel import agent as travel
-
-        pois = spec.resources.pois
-        return EvalApp(spec, travel.reward_fn(pois), partial(travel.simulated_user, pois=pois),
-                       travel.request_constraints)
-    raise EvalSetupError(f"unknown app {name!r}; expected one of {', '.join(APPS)}")
-
-
-def _shopping_request(task: Task) -> dict[str, Any]:
-    """A shopper's request carries only the text (the agent finds the constraints), as in the RL environment."""
-    return dict(task.constraints.get("request", {}))
+        return load_app(world, name=name)
+    except ServeSetupError as e:
+        raise EvalSetupError(str(e)) from e
 
 
 # ------------------------------------------------------------------------------------------------ the model
-def load_eval_model(agent_dir: Path, apps: dict[str, EvalApp], cfg: EvalConfig, stack: ExitStack,
+def load_eval_model(agent_dir: Path, apps: dict[str, AppEnv], cfg: EvalConfig, stack: ExitStack,
                     dtype: Literal["auto", "bf16", "fp32"] = "auto") -> ModelAccess:
     """The agent's engine (behind a batching front when tasks run in parallel), closed with ``stack``."""
     import torch
 
-    from apps.serve import shopping_sid
+    from harness.agent_dir import ModelError
+    from infra.engines import EngineSettings
     from serving.batcher import BatchingEngine
     from serving.model import load_model
-    from training.models import ModelError
 
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
-    catalog = apps["shopping"].spec.catalog if "shopping" in apps else None
+    engine = EngineSettings(dtype=dtype, max_batch_size=cfg.max_batch)
     try:
-        model, _ = load_model(Path(agent_dir), shopping_sid(catalog), dtype=dtype, max_batch_size=cfg.max_batch)
-    except (ModelError, OSError) as e:
+        model, _ = load_model(Path(agent_dir), sid_builder(apps), engine=engine)
+    except (ModelError, OSError, ServeSetupError) as e:
         raise EvalSetupError(f"{agent_dir}: cannot load the agent: {e}") from e
     if cfg.workers == 1:
         return model
@@ -152,7 +131,8 @@ def load_eval_model(agent_dir: Path, apps: dict[str, EvalApp], cfg: EvalConfig, 
 
 # ------------------------------------------------------------------------------------------------ baselines
 def baseline_rankers(names: Sequence[str], worlds: dict[str, Path]) -> tuple[dict[str, Ranker], str | None]:
-    """Rankers for ``names`` (from :mod:`eval.baselines`) over the shopping world, and a note for the report.
+    """Rankers for ``names`` (from :mod:`eval.baselines`) over the world of the app whose tasks name
+    target items (``worlds``), and a note for the report.
 
     They see each task's user messages (not the answers to the agent's questions) and rank the whole catalog;
     popularity counts the item events of the world's training logs. A baseline that cannot be built here is
@@ -163,8 +143,9 @@ def baseline_rankers(names: Sequence[str], worlds: dict[str, Path]) -> tuple[dic
         raise EvalSetupError(f"--baselines {', '.join(unknown)}: expected some of {', '.join(BASELINES)} or none")
     if not names:
         return {}, None
-    if "shopping" not in worlds:
-        return {}, "the baselines rank catalog items; only shopping tasks have target items to rank"
+    if not worlds:
+        return {}, "the baselines rank catalog items; no task here has target items to rank"
+    app = sorted(worlds)[0]
     from eval.baselines import BaselineError, build_baselines, task_ranker
     from infra.settings import get_settings
 
@@ -174,7 +155,7 @@ def baseline_rankers(names: Sequence[str], worlds: dict[str, Path]) -> tuple[dic
     rankers: dict[str, Ranker] = {}
     for name in (n for n in names if n != "sasrec"):
         try:
-            built = build_baselines([name], worlds["shopping"], cache_dir=get_settings().cache_dir)
+            built = build_baselines([name], worlds[app], cache_dir=get_settings().cache_dir)
         except (BaselineError, OSError, ValueError) as e:
             notes.append(f"{name} left out: {e}")
             continue
@@ -198,7 +179,8 @@ def evaluate(agent_dir: Path | None, logs: Path, out: Path, cfg: EvalConfig, *, 
     names: list[str] = sorted({t.app for t in tasks})
     world_dirs = find_worlds(logs, names, worlds, agent_dir)
     apps = {name: eval_app(world_dirs[name], name) for name in names}
-    rankers, note = baseline_rankers(baselines, world_dirs)
+    ranked = {t.app for t in tasks if t.target is not None}  # apps whose tasks name target items
+    rankers, note = baseline_rankers(baselines, {a: w for a, w in world_dirs.items() if a in ranked})
     meta = {"agent": str(agent_dir) if agent_dir is not None else None, "logs": str(logs),
             "worlds": {k: str(v) for k, v in world_dirs.items()}, "baselines_requested": list(baselines)}
     if on_total is not None:

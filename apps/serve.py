@@ -15,69 +15,27 @@ import json
 import logging
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Literal
 
-from harness.agent import AppSpec, ModelAccess, SidResources
-from harness.catalog import Catalog
-from infra.layout import CATALOG_FILE, TASKS_FILE
+import apps
+from harness.agent import ModelAccess, SidResources
+from harness.agent_dir import Agent, ModelError
+from harness.env import AppEnv
+from infra.layout import CATALOG_FILE
 from serving.model import load_model, reload_weights
 from serving.server import AgentServer, ServeConfig
-from training.models import Agent
 
 log = logging.getLogger(__name__)
-
-APPS = ("shopping", "livestream", "travel")
-
 
 class ServeSetupError(ValueError):
     """An agent or world directory that cannot be served, with what to change."""
 
 
-def world_app_name(world: Path) -> str:
-    """The app a world directory belongs to: its manifest's ``app``, else the ``app`` of its first task."""
-    manifest = world / "manifest.json"
-    if manifest.is_file():
-        try:
-            name = json.loads(manifest.read_text()).get("app")
-        except (json.JSONDecodeError, AttributeError) as e:
-            raise ServeSetupError(f"{manifest}: not a JSON object ({e})") from e
-        if isinstance(name, str) and name in APPS:
-            return name
-    for tasks in (world / TASKS_FILE, world / "train" / TASKS_FILE):
-        if tasks.is_file():
-            with tasks.open() as f:
-                for line in f:
-                    if line.strip():
-                        try:
-                            name = json.loads(line).get("app")
-                        except (json.JSONDecodeError, AttributeError):
-                            break
-                        if name in APPS:
-                            return str(name)
-                        break
-    raise ServeSetupError(f"{world}: cannot tell which app this world is for (no 'app' in manifest.json or "
-                          f"in its first task); expected one of {', '.join(APPS)}")
-
-
-def load_app(world: Path, *, name: str | None = None) -> AppSpec:
-    """The :class:`AppSpec` of the app ``world`` belongs to, over that world's catalog (and streams)."""
-    world = Path(world)
-    if not (world / CATALOG_FILE).is_file():
-        raise ServeSetupError(f"{world}: no {CATALOG_FILE} (is this a world directory?)")
-    name = name or world_app_name(world)
-    if name == "shopping":
-        from apps.shopping.agent import shopping_app
-
-        return shopping_app(Catalog.load(world / CATALOG_FILE)[0])
-    if name == "livestream":
-        from apps.livestream.agent import livestream_app
-
-        return livestream_app(world)
-    if name == "travel":
-        from apps.travel.agent import travel_app
-
-        return travel_app(world)
-    raise ServeSetupError(f"unknown app {name!r}; expected one of {', '.join(APPS)}")
+def load_app(world: Path, *, name: str | None = None) -> AppEnv:
+    """The app ``world`` belongs to (or ``name``), over that world, through the app table."""
+    try:
+        return apps.load_env(world, name)
+    except apps.AppError as e:
+        raise ServeSetupError(str(e)) from e
 
 
 def trained_world(agent_dir: Path) -> Path | None:
@@ -89,22 +47,22 @@ def trained_world(agent_dir: Path) -> Path | None:
     return Path(world) if isinstance(world, str) and (Path(world) / CATALOG_FILE).is_file() else None
 
 
-def load_apps(worlds: Sequence[Path]) -> dict[str, AppSpec]:
+def load_apps(worlds: Sequence[Path]) -> dict[str, AppEnv]:
     """One app per world directory; two worlds of the same app are an error."""
-    apps: dict[str, AppSpec] = {}
+    envs: dict[str, AppEnv] = {}
     for world in worlds:
-        spec = load_app(Path(world))
-        if spec.name in apps:
-            raise ServeSetupError(f"two worlds for app {spec.name!r}: pass one --world per app")
-        apps[spec.name] = spec
-    return apps
+        env = load_app(Path(world))
+        if env.spec.name in envs:
+            raise ServeSetupError(f"two worlds for app {env.spec.name!r}: pass one --world per app")
+        envs[env.spec.name] = env
+    return envs
 
 
-def build_server(agent_dir: Path | None, worlds: Sequence[Path], config: ServeConfig | None = None, *,
-                 dtype: Literal["auto", "bf16", "fp32"] = "auto") -> AgentServer:
+def build_server(agent_dir: Path | None, worlds: Sequence[Path], config: ServeConfig | None = None) -> AgentServer:
     """An :class:`AgentServer` for ``worlds`` with the agent's model (or fallback-only when ``agent_dir`` is None).
 
-    SID retrieval runs over the shopping catalog when the agent has SIDs and a shopping world is served.
+    The model runs on the engine ``config.engine`` names. SID retrieval runs over the catalog of every
+    served app whose kit has it (one, at most: the engine's trie constraint is per model).
     """
     config = config or ServeConfig()
     worlds = list(worlds)
@@ -115,33 +73,33 @@ def build_server(agent_dir: Path | None, worlds: Sequence[Path], config: ServeCo
         worlds = [found]
     if not worlds:
         raise ServeSetupError("nothing to serve: pass an agent directory and/or --world DIR")
-    apps = load_apps(worlds)
-    model = _load_model(Path(agent_dir), apps, config, dtype) if agent_dir is not None else None
-    server = AgentServer(apps, model, config)
+    envs = load_apps(worlds)
+    model = _load_model(Path(agent_dir), envs, config) if agent_dir is not None else None
+    server = AgentServer({name: env.spec for name, env in envs.items()}, model, config)
     if agent_dir is not None and server.front is not None:
         front = server.front
         server.reload = lambda: reload_weights(Path(agent_dir), front)
-    log.info("serving %s with %s", ", ".join(apps), agent_dir or "no model (fallback only)")
+    log.info("serving %s with %s", ", ".join(envs), agent_dir or "no model (fallback only)")
     return server
 
 
-def _load_model(agent_dir: Path, apps: dict[str, AppSpec], config: ServeConfig,
-                dtype: Literal["auto", "bf16", "fp32"]) -> ModelAccess:
-    from training.models import ModelError
-
-    catalog = apps["shopping"].catalog if "shopping" in apps else None
+def _load_model(agent_dir: Path, envs: dict[str, AppEnv], config: ServeConfig) -> ModelAccess:
+    engine = config.engine.model_copy(update={"max_batch_size": config.max_batch})
     try:
-        model, _ = load_model(agent_dir, shopping_sid(catalog), dtype=dtype, max_batch_size=config.max_batch)
-    except (ModelError, OSError) as e:
+        model, _ = load_model(agent_dir, sid_builder(envs), engine=engine)
+    except (ModelError, OSError, ValueError) as e:
         raise ServeSetupError(f"{agent_dir}: cannot load the agent: {e}") from e
     return model
 
 
-def shopping_sid(catalog: Catalog | None) -> Callable[[Agent], SidResources] | None:
-    """SID retrieval over the shopping catalog (None when no shopping world is served)."""
-    if catalog is None:
+def sid_builder(envs: dict[str, AppEnv]) -> Callable[[Agent], SidResources | None] | None:
+    """SID retrieval for the agent over the catalog of the served app whose kit has it (None: no such app)."""
+    with_sid = [(env, apps.kit(name).sid) for name, env in envs.items() if apps.kit(name).sid is not None]
+    if not with_sid:
         return None
-    from apps.shopping.agent import sid_resources
-
-    return lambda agent: sid_resources(catalog, agent.sid_map, agent.token_map, agent.sid_start_id,
-                                       agent.sid_end_id)
+    if len(with_sid) > 1:
+        raise ServeSetupError(f"apps {', '.join(e.spec.name for e, _ in with_sid)} each have SID retrieval; one "
+                              "model serves one SID catalog: serve them from separate processes")
+    env, make = with_sid[0]
+    assert make is not None
+    return lambda agent: make(env, agent)

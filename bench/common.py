@@ -34,8 +34,9 @@ def ensure_tiny_agent(work: Path, world: Path, sid: Path, steps: int, threads: i
     if (final / "agent.json").is_file():
         return final
     if steps == 0:
-        from training.models import load_base, make_sid_aware, save_agent
-        from training.sft_data import world_corpus
+        from apps.shopping.sft import world_corpus
+        from harness.agent_dir import save_agent
+        from training.models import load_base, make_sid_aware
 
         model, tok = load_base("tiny", dtype="fp32", corpus=world_corpus(world))
         return save_agent(model, tok, make_sid_aware(model, tok, sid), sid, final)
@@ -48,7 +49,9 @@ def ensure_tiny_agent(work: Path, world: Path, sid: Path, steps: int, threads: i
         "save_every": 0, "precision": "auto", "threads": threads, "log_every": 50})
     print(f"SFT of the tiny agent: {steps} steps -> {final}", flush=True)
     t0 = time.perf_counter()
-    result = train_sft(cfg)
+    from apps.shopping.sft import SOURCE
+
+    result = train_sft(cfg, SOURCE)
     assert result.final_dir is not None, "train_sft finished without a final agent"
     print(f"  done in {time.perf_counter() - t0:.0f} s, train loss {result.train_loss}", flush=True)
     return result.final_dir

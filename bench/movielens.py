@@ -4,7 +4,7 @@
     python bench/movielens.py                  # SASRec up to 15 epochs (early stopping), SID 12 epochs
 
 Imports the world from the recbole wheel into ``--world`` if it is not there (what
-``sidekick world import-movielens`` does), runs :func:`eval.movielens.run_movielens_benchmark`
+``sidekick world import-movielens`` does), runs :func:`apps.movielens.bench.run_movielens_benchmark`
 (the protocol is in that module's docstring), prints the table and copies ``report.json`` to
 ``bench/results/movielens[-quick].json``.
 """
@@ -21,12 +21,18 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from eval.movielens import METHODS, REPORT_JSON, MovieLensBenchConfig, format_table, run_movielens_benchmark  # noqa: E402
+from apps.movielens.bench import (  # noqa: E402
+    METHODS,
+    REPORT_JSON,
+    MovieLensBenchConfig,
+    format_table,
+    run_movielens_benchmark,
+)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="Short training (see eval.movielens.PRESETS).")
+    parser.add_argument("--quick", action="store_true", help="Short training (see apps.movielens.bench.PRESETS).")
     parser.add_argument("--world", type=Path, default=ROOT / "runs/bench/movielens/world")
     parser.add_argument("--out", type=Path, default=None, help="Default runs/bench/movielens/{quick,full}.")
     parser.add_argument("--methods", default=",".join(METHODS), help="Comma-separated subset of the methods.")

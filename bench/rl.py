@@ -36,7 +36,6 @@ import platform
 import shutil
 import sys
 import time
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +44,8 @@ sys.path.insert(0, str(ROOT))
 
 from common import ensure_sid_dir, ensure_tiny_agent, ensure_world  # noqa: E402  (bench/common.py)
 
-from apps.rl import env_app, sid_for  # noqa: E402
+import apps  # noqa: E402
+from apps.rl import env_factory  # noqa: E402
 from harness.tasks import Task  # noqa: E402
 from training.rl.controller import RLConfig, RLResult, train_rl  # noqa: E402
 from training.rl.rollout import RolloutSettings  # noqa: E402
@@ -70,7 +70,8 @@ def ensure_warm_agent(work: Path, agent: Path, world: Path, steps: int) -> Path:
     if steps == 0 or (out / "agent.json").is_file():
         return agent if steps == 0 else out
     tasks = load_tasks(world, 1000)
-    worker = EnvWorker(agent, partial(env_app, world, "shopping"), sid_for, RolloutSettings(max_steps=1))
+    kit = apps.kit("shopping")
+    worker = EnvWorker(agent, env_factory(kit, world), kit.sid, RolloutSettings(max_steps=1))
     taught = [t for t in worker.run_teacher([EpisodeJob(t, g, 0, g) for g, t in enumerate(tasks)]) if t.success]
     print(f"warm-up: {steps} RFT steps on {len(taught)} passing teacher episodes -> {out}", flush=True)
     rft(agent, taught, RFTSettings(steps=steps, batch_size=16, lr=1e-3), out, seed=0)
@@ -92,7 +93,7 @@ def run_mode(name: str, agent: Path, world: Path, tasks: list[Task], args: argpa
                    trainer=TrainerSettings(lr=args.lr), **MODES[name])
     print(f"{name}: {args.steps} updates x {args.groups} groups x {args.group_size}", flush=True)
     start = time.perf_counter()
-    result: RLResult = train_rl(cfg, tasks, partial(env_app, world, "shopping"), sid_for)
+    result: RLResult = train_rl(cfg, tasks, env_factory(apps.kit("shopping"), world), apps.kit("shopping").sid)
     wall = time.perf_counter() - start
     h = result.history
     elapsed = h[-1].elapsed_s  # from the controller's start (after Ray and the actors are up)

@@ -78,7 +78,8 @@ WARMUP_REQUESTS = 1
 # ------------------------------------------------------------------------------------------------ inputs
 def ensure_smollm2_agent(work: Path, sid: Path) -> Path:
     """SmolLM2-135M-Instruct with the SID tokens added (rows initialised from labels, not trained)."""
-    from training.models import load_base, make_sid_aware, save_agent
+    from harness.agent_dir import save_agent
+    from training.models import load_base, make_sid_aware
 
     out = work / "smollm2-135m-sid"
     if not (out / "agent.json").is_file():
@@ -177,7 +178,7 @@ def start_server(agent: Path, world: Path, config: ServeConfig) -> Served:
     from apps.serve import build_server
     from serving.app import create_app
 
-    server = build_server(agent, [world], config, dtype="auto")
+    server = build_server(agent, [world], config)
     assert server.front is not None, "the agent did not load a model"
     counter = ForwardCounter(server.front.engine)
     server.front.engine = counter

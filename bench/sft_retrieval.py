@@ -76,8 +76,8 @@ class SidRetriever:
     """The SFT'd agent generating SIDs under the trie constraint, one beam search per target slot."""
 
     def __init__(self, agent_dir: Path, catalog: Catalog, dtype: str) -> None:
+        from harness.agent_dir import load_agent
         from sid.trie import ItemFilter, SidTrie
-        from training.models import load_agent
 
         self.agent = load_agent(agent_dir, dtype=dtype)  # type: ignore[arg-type]
         self.agent.model.eval()
@@ -90,8 +90,8 @@ class SidRetriever:
 
     def search(self, task: Task, k: int) -> list[list[str]]:
         """Top ``k`` item ids per target slot."""
+        from apps.shopping.sft import intent_prompt
         from sid.decoding import constrained_beam_search
-        from training.sft_data import intent_prompt
 
         assert task.target is not None
         tok, agent = self.agent.tokenizer, self.agent
@@ -142,7 +142,7 @@ def evaluate(name: str, tasks: Sequence[Task], search: Callable[[Task], list[lis
 
 def flat_search(search: Callable[[str, int], np.ndarray], ids: list[str]) -> Callable[[Task], list[list[str]]]:
     """A slot-less retriever: its top ``K * slots`` items, offered to every slot."""
-    from training.sft_data import intent_query
+    from apps.shopping.sft import intent_query
 
     def run(task: Task) -> list[list[str]]:
         assert task.target is not None
@@ -199,7 +199,9 @@ def run_sft(args: argparse.Namespace) -> dict[str, Any]:
                   flush=True)
 
     t0 = time.perf_counter()
-    result = train_sft(cfg, report)
+    from apps.shopping.sft import SOURCE
+
+    result = train_sft(cfg, SOURCE, report)
     return {"base": cfg.base, "lora": cfg.lora is not None, "precision": cfg.precision, "steps": result.step,
             "batch_size": cfg.batch_size, "max_seq_len": cfg.max_seq_len, "tokens": result.tokens,
             "train_seconds": round(result.train_seconds, 1), "tokens_per_s": round(result.tokens_per_s, 1),
@@ -208,7 +210,8 @@ def run_sft(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def held_out_tasks(world: Path, eval_fraction: float, per_kind: int) -> list[Task]:
-    from training.sft_data import is_held_out, load_tasks
+    from apps.shopping.sft import load_tasks
+    from training.sft_data import is_held_out
 
     taken: dict[str, int] = defaultdict(int)
     out = []

@@ -7,7 +7,8 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
 NonEmpty = Annotated[str, StringConstraints(min_length=1, max_length=256)]
-App = Literal["shopping", "livestream", "travel"]
+App = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]{0,31}$")]
+"""An app's name as the app table (``apps/__init__.py``) lists it."""
 EventType = Literal["search", "view", "click", "cart", "purchase", "rate"]
 ITEM_EVENTS: frozenset[str] = frozenset({"view", "click", "cart", "purchase", "rate"})
 

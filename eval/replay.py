@@ -1,11 +1,9 @@
-"""Replay: an agent runs through the serving harness on logged tasks, one session per task, scored per task.
+"""Replay: an agent runs through the serving harness on logged tasks, one episode per task, scored per task.
 
-A task's messages open a session (with the request constraints a frontend would send for it, from the
-app's ``request_fn``); the same :class:`~harness.agent.AgentLoop` that serves users runs turns until a
-final answer. When the answer is a clarifying question (an ``ask_user`` action), the app's simulated
-user answers it from the task (shopping: the hidden constraints) and the next turn runs, up to
-``max_turns`` user turns — as in :class:`harness.env.AgentEnv`. The last answer is scored with the
-app's reward; an episode still asking at the turn cap scores 0 (the user never got an answer).
+Each task is a :class:`~harness.env.Episode` — the one multi-turn loop RL rollout also runs: a session
+opened with what a frontend would send for the task, turns of the agent loop that serves users, the
+app's simulated user answering clarifying questions up to ``max_turns`` user turns, and the app's
+reward on the last answer (0 for an episode still asking at the turn cap).
 
 Tasks run on a thread pool (``workers``) against one shared engine, which must be thread-safe — the
 apps layer passes serving's batching front, so concurrent tasks' model calls share engine batches.
@@ -36,35 +34,17 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from eval.metrics import ranking_metrics
-from harness.agent import AgentLoop, AppSpec, Final, Grounder, LoopConfig, ModelAccess, TurnResult
-from harness.budget import Budget
-from harness.env import Reward, RewardFn, UserFn
-from harness.session import SessionState
+from harness.agent import AgentLoop, Final, Grounder, LoopConfig, ModelAccess, TurnResult
+from harness.env import UNBOUNDED_MS, AppEnv, Episode
 from harness.tasks import Task
 
 OUTPUT_CHARS = 1000
 """Each raw model output kept in a trace is cut at this many characters."""
-UNBOUNDED_MS = 1e9
-"""The turn deadline when budgets are not enforced (about 11 days: never reached)."""
 _THINK = re.compile(r"<think>(.*?)(?:</think>|$)", re.DOTALL)
 
 
 class ReplayError(RuntimeError):
     """Replay cannot run as asked (no app for a task's kind of app, every task failed, ...)."""
-
-
-@dataclass(frozen=True)
-class EvalApp:
-    """One app as replay needs it: the agent's spec, the reward, the simulated user and the request.
-
-    ``request_fn(task)`` is what a frontend would send with the task's first message (livestream:
-    stream and time; travel: the stated constraints; shopping: nothing beyond the text).
-    """
-
-    spec: AppSpec
-    reward_fn: RewardFn
-    user_fn: UserFn
-    request_fn: Callable[[Task], dict[str, Any]]
 
 
 class ReplayConfig(BaseModel):
@@ -159,10 +139,6 @@ def thinking_tokens(result: TurnResult, tokenizer: Any) -> int:
     return sum(len(tokenizer(s, add_special_tokens=False)["input_ids"]) for s in spans if s)
 
 
-def _asks(final: Final) -> bool:
-    return any(a.get("type") == "ask_user" for a in final.actions)
-
-
 def _turn_stat(result: TurnResult, tokenizer: Any) -> TurnStat:
     return TurnStat(latency_ms=result.latency_ms, degraded=result.degraded, reason=result.reason, steps=result.steps,
                     tool_calls=result.tool_calls, parse_errors=result.parse_errors,
@@ -171,10 +147,9 @@ def _turn_stat(result: TurnResult, tokenizer: Any) -> TurnStat:
                     outputs=[c.completion.text[:OUTPUT_CHARS] for c in result.model_calls])
 
 
-def replay_task(task: Task, app: EvalApp, model: ModelAccess | None, cfg: ReplayConfig) -> TaskResult:
+def replay_task(task: Task, app: AppEnv, model: ModelAccess | None, cfg: ReplayConfig) -> TaskResult:
     """Run ``task`` to its end (answer or turn cap) and score it; never raises for the task's own failures."""
-    spec = app.spec
-    budget_ms = cfg.budget_ms or spec.default_budget_ms
+    budget_ms = cfg.budget_ms or app.spec.default_budget_ms
     out = TaskResult(task_id=task.task_id, app=task.app, kind=task.kind, end="error", budget_ms=budget_ms)
     try:
         _run(task, app, model, cfg, out)
@@ -185,39 +160,32 @@ def replay_task(task: Task, app: EvalApp, model: ModelAccess | None, cfg: Replay
     return out
 
 
-def _run(task: Task, app: EvalApp, model: ModelAccess | None, cfg: ReplayConfig, out: TaskResult) -> None:
-    spec = app.spec
-    request = dict(app.request_fn(task))
-    session = SessionState(app=spec.name, constraints=request)
-    session.messages = [{"role": m.role, "content": m.content} for m in task.messages if m.role != "system"]
+def loop_config(cfg: ReplayConfig, task: Task) -> LoopConfig:
+    """The agent loop's decoding knobs for ``task`` (its sampling seed derived from the base seed and its id)."""
     loop_cfg = LoopConfig(max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature, top_p=cfg.top_p,
                           seed=task_seed(cfg.seed, task.task_id))
     if cfg.max_prompt_tokens is not None:
         loop_cfg.max_prompt_tokens = cfg.max_prompt_tokens
-    loop = AgentLoop(spec, model, config=loop_cfg)
+    return loop_cfg
+
+
+def _run(task: Task, app: AppEnv, model: ModelAccess | None, cfg: ReplayConfig, out: TaskResult) -> None:
+    spec = app.spec
+    loop = AgentLoop(spec, model, config=loop_config(cfg, task))
     deadline = out.budget_ms if cfg.enforce_budget else UNBOUNDED_MS
+    result = Episode(app, loop, task, max_turns=cfg.max_turns, budget_ms=deadline).run()
     tokenizer = model.tokenizer if model is not None else None
-    user_text: str | None = None
-    while True:
-        result = loop.run_turn(session, user_text, budget=Budget(deadline, max_steps=spec.max_steps))
-        out.turns.append(_turn_stat(result, tokenizer))
-        final = result.final
-        if not _asks(final):
-            out.end = "answered"
-            break
-        if len(out.turns) >= cfg.max_turns:
-            out.end = "turn_limit"
-            break
-        user_text = app.user_fn(task, final.reply)
-        out.user_replies.append(user_text)
-    reward = app.reward_fn(task, final) if out.end == "answered" else Reward(0.0, False, {})
+    out.turns = [_turn_stat(t, tokenizer) for t in result.turns]
+    out.user_replies = list(result.user_replies)
+    out.end = result.end
+    final, reward = result.final, result.reward
     out.final = {"reply": final.reply, "item_ids": list(final.item_ids), "bundles": [list(b) for b in final.bundles],
                  "actions": list(final.actions), "data": _jsonable(final.data)}
     out.reward = {"value": float(reward.value), "success": bool(reward.success),
                   "parts": {k: float(v) for k, v in reward.parts.items()}}
-    out.messages = _stable_call_ids(_jsonable(session.messages))
+    out.messages = _stable_call_ids(_jsonable(result.session.messages))
     served = Grounder(spec.catalog, None, spec.item_check, require_stock=spec.require_stock)
-    _, problems = served.check(final.named_items(), request)
+    _, problems = served.check(final.named_items(), dict(app.request_fn(task)))
     out.metrics = task_metrics(task, final, out, len(problems), cfg.ks)
 
 
@@ -285,14 +253,13 @@ def task_metrics(task: Task, final: Final, out: TaskResult, ungrounded_served: i
         coverage = bundle_coverage(task, final)
         if coverage is not None:
             metrics["bundle_coverage"] = coverage
-    if task.app == "livestream":
-        metrics["answer_words"] = float(len(final.reply.split()))
+    metrics["answer_words"] = float(len(final.reply.split()))
     metrics.update({f"r.{k}": float(v) for k, v in out.reward.get("parts", {}).items()})
     return metrics
 
 
 # ------------------------------------------------------------------------------------------------ many tasks
-def replay(tasks: Sequence[Task], apps: Mapping[str, EvalApp], model: ModelAccess | None, cfg: ReplayConfig, *,
+def replay(tasks: Sequence[Task], apps: Mapping[str, AppEnv], model: ModelAccess | None, cfg: ReplayConfig, *,
            progress: Callable[[int], None] | None = None, traces: Path | None = None) -> list[TaskResult]:
     """Replay ``tasks`` on ``cfg.workers`` threads; results in task order, one trace line each in ``traces``.
 
@@ -313,7 +280,7 @@ def replay(tasks: Sequence[Task], apps: Mapping[str, EvalApp], model: ModelAcces
     return results
 
 
-def _in_order(tasks: Sequence[Task], apps: Mapping[str, EvalApp], model: ModelAccess | None, cfg: ReplayConfig,
+def _in_order(tasks: Sequence[Task], apps: Mapping[str, AppEnv], model: ModelAccess | None, cfg: ReplayConfig,
               progress: Callable[[int], None] | None) -> Iterator[TaskResult]:
     lock = threading.Lock()
 

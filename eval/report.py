@@ -34,12 +34,13 @@ COMPARE_JSON, COMPARE_HTML = "compare.json", "compare.html"
 PLOTS = ("latency.png", "success.png", "baselines.png")
 HEADLINE = ("success", "reward", "recall@10", "ndcg@10", "mrr", "bundle_coverage", "turns", "tool_calls",
             "output_tokens", "degraded", "grounding_rejections_total", "ungrounded_served_total")
-APP_PARTS = {
-    "shopping": ("r.r_type", "r.r_attributes", "r.r_options", "r.r_price", "r.target_hit", "bundle_coverage",
-                 "hit@1", "recall@5", "ndcg@5"),
-    "livestream": ("r.correctness", "r.helpfulness", "r.brevity", "answer_words"),
-    "travel": ("r.feasible", "r.score", "r.violations", "r.vs_reference"),
-}
+APP_EXTRAS = ("bundle_coverage", "hit@1", "recall@5", "ndcg@5", "answer_words")
+"""Per-app columns besides the reward's parts (``r.*``), where an app's tasks have them."""
+
+
+def app_parts(summary: dict[str, Any]) -> tuple[str, ...]:
+    """The columns of one app's table: its reward parts, then the extras its tasks have."""
+    return (*sorted(k for k in summary if k.startswith("r.")), *(k for k in APP_EXTRAS if k in summary))
 RANKING = ("recall@1", "recall@5", "recall@10", "ndcg@10", "mrr")
 _MSG_CHARS, _MSGS = 700, 40
 
@@ -312,8 +313,8 @@ def render_html(report: Mapping[str, Any], plots: Mapping[str, str | None]) -> s
              f"<span class='bad'>{checks['ungrounded_served']} ungrounded items reached answers</span>")
     app_sections = "".join(
         f"<h3>{html.escape(a)}</h3>" + _metric_table(
-            {k: g for k, g in report["by_kind"].items() if k.startswith(a + "/")}, APP_PARTS[a], "app/kind")
-        for a in report["by_app"] if a in APP_PARTS)
+            {k: g for k, g in report["by_kind"].items() if k.startswith(a + "/")}, app_parts(s), "app/kind")
+        for a, s in report["by_app"].items())
     body = f"""<h1>Evaluation: {html.escape(str(meta.get('agent') or 'fallback only (no model)'))}</h1>
 <p>{counts['tasks']:,} tasks from {html.escape(str(meta.get('logs')))} ({html.escape(_fmt(counts['by_app']))});
 {counts['errors']:,} failed to run. {badge}</p>

@@ -20,9 +20,10 @@ from typing import Any
 from pydantic import Field
 
 from eval.metrics import mean_metrics, ranking_metrics
-from eval.replay import EvalApp, ReplayConfig, TaskResult, replay
+from eval.replay import ReplayConfig, TaskResult, replay
 from eval.report import REPORT_HTML, REPORT_JSON, TRACES_FILE, build_report, timing_summary, write_report
 from harness.agent import ModelAccess
+from harness.env import AppEnv
 from harness.tasks import Task
 from infra.manifest import write_manifest
 
@@ -62,7 +63,7 @@ def _rounded(m: Mapping[str, float]) -> dict[str, float]:
     return {k: round(v, 6) for k, v in sorted(m.items())}
 
 
-def run_evaluation(tasks: Sequence[Task], apps: Mapping[str, EvalApp], model: ModelAccess | None, cfg: EvalConfig,
+def run_evaluation(tasks: Sequence[Task], apps: Mapping[str, AppEnv], model: ModelAccess | None, cfg: EvalConfig,
                    out: Path, *, meta: Mapping[str, Any] | None = None, rankers: Mapping[str, Ranker] | None = None,
                    baselines_note: str | None = None, progress: Callable[[int], None] | None = None,
                    inputs: Sequence[Path] = ()) -> dict[str, Any]:

@@ -13,6 +13,8 @@ with the reason.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 import threading
 import time
@@ -33,7 +35,7 @@ from harness.protocol import (
     parse_reply,
     problem_result,
 )
-from harness.session import SessionState
+from harness.session import SessionState, TokenContext
 from infra.engines.base import Completion, Engine, GenerationRequest, SamplingParams
 from sid.codebook import SidMap, parse_sid
 from sid.decoding import VllmSidLogitsProcessor
@@ -241,7 +243,11 @@ def fit_prompt(tokenizer: Any, system_prompt: str, messages: list[dict[str, Any]
 
 
 class AgentLoop:
-    """Runs turns of one app's agent. Safe to share between threads if the engine front is."""
+    """Runs turns of one app's agent. Safe to share between threads if the engine front is.
+
+    :meth:`run_turn` drives a whole turn against the engine; :meth:`begin` hands out the same turn as a
+    step machine (:class:`TurnRun`) for callers that batch many turns' generations themselves (RL rollout).
+    """
 
     def __init__(self, app: AppSpec, model: ModelAccess | None, grounder: Grounder | None = None,
                  config: LoopConfig | None = None) -> None:
@@ -250,29 +256,21 @@ class AgentLoop:
                                              app.item_check, require_stock=app.require_stock)
         self.config = config or LoopConfig()
 
+    def begin(self, session: SessionState, user_text: str | None, *, budget: Budget | None = None,
+              constraints: dict[str, Any] | None = None) -> TurnRun:
+        """Start a turn: add ``user_text`` (None = the user's message is already last)."""
+        return TurnRun(self, session, user_text, budget or Budget(self.app.default_budget_ms,
+                                                                 max_steps=self.app.max_steps), constraints)
+
     def run_turn(self, session: SessionState, user_text: str | None, *, budget: Budget | None = None,
                  constraints: dict[str, Any] | None = None) -> TurnResult:
-        """Add ``user_text`` (None = the user's message is already last) and run until a final answer."""
-        budget = budget or Budget(self.app.default_budget_ms, max_steps=self.app.max_steps)
-        if user_text is not None:
-            session.messages.append({"role": "user", "content": user_text})
-        merged = {**session.constraints, **(constraints or {})}
-        ctx = TurnContext(app=self.app, session=session, constraints=merged, budget=budget, model=self.model)
-        result = TurnResult(final=Final(reply=""))
-        start = len(session.messages)
-        final = self._steps(ctx, result)
-        if final is None:
-            reason = result.reason or "step_limit"
-            final = self.fallback(ctx, reason)
-            result.degraded, result.reason = True, reason
-        result.final = final
-        session.turns += 1
-        session.shown_items.extend(i for i in final.named_items() if i not in session.shown_items)
-        if not session.messages or session.messages[-1].get("role") != "assistant" or result.degraded:
-            session.messages.append({"role": "assistant", "content": final.reply})
-        result.trace = session.messages[start:]
-        result.latency_ms = budget.elapsed_ms()
-        return result
+        """Add ``user_text`` and run until a final answer (or the fallback's), one engine call per step."""
+        turn = self.begin(session, user_text, budget=budget, constraints=constraints)
+        while (request := turn.request()) is not None:
+            assert self.model is not None
+            if turn.apply(self.model.engine.generate([request])[0][0]):
+                break
+        return turn.finish()
 
     def fallback(self, ctx: TurnContext, reason: str) -> Final:
         """The app's degraded answer, with every named item grounded (failing ones are dropped)."""
@@ -282,51 +280,6 @@ class AgentLoop:
         final.item_ids = [i for i in final.item_ids if i in keep]
         final.bundles = [[i for i in b if i in keep] for b in final.bundles]
         return final
-
-    def _steps(self, ctx: TurnContext, result: TurnResult) -> Final | None:
-        if self.model is None:
-            result.reason = "no_model"
-            return None
-        for _ in range(ctx.budget.max_steps):
-            parsed = self._generate(ctx, result)
-            if parsed is None:
-                return None
-            result.steps += 1
-            if not parsed.calls and not parsed.problems:
-                final = self.text_final(ctx, parsed.content, result)
-                if final is None:  # nothing a user can read: answer from the fallback instead
-                    result.reason = "empty_reply"
-                    return None
-                ctx.session.messages.append({"role": "assistant", "content": parsed.content})
-                return final
-            ctx.session.messages.append(assistant_message(parsed.content, parsed.calls))
-            final = self.execute(ctx, parsed, result)
-            if final is not None:
-                return final
-        result.reason = "step_limit"
-        return None
-
-    def _generate(self, ctx: TurnContext, result: TurnResult) -> ParsedReply | None:
-        assert self.model is not None
-        cfg, engine = self.config, self.model.engine
-        ids = fit_prompt(self.model.tokenizer, self.app.system_prompt, ctx.session.messages, self.app.tools.schemas(),
-                         cfg.max_prompt_tokens)
-        if ids is None:
-            result.reason = "prompt_too_long"
-            return None
-        if ctx.budget.expired():
-            result.reason = "budget"
-            return None
-        cap = ctx.budget.token_cap(engine.tokens_per_second, cfg.max_new_tokens)
-        if cap < cfg.min_new_tokens:
-            result.reason = "budget"
-            return None
-        params = SamplingParams(max_new_tokens=cap, temperature=cfg.temperature, top_p=cfg.top_p, seed=cfg.seed)
-        request = GenerationRequest(prompt=ids, params=params, constraint=self.sid_constraint(ctx))
-        completion = engine.generate([request])[0][0]
-        result.model_calls.append(ModelCall(ids, completion))
-        result.output_tokens += len(completion.token_ids)
-        return parse_reply(completion.text)
 
     def sid_constraint(self, ctx: TurnContext) -> Callable[[], VllmSidLogitsProcessor] | None:
         """Inside a SID span the model may only write SIDs of live items (in stock, under the request's price
@@ -386,6 +339,169 @@ class AgentLoop:
         return ToolResult(name=call.name, call_id=call.id, ok=True, content={"sent": True}), final or candidate
 
 
+class TurnRun:
+    """One turn as a step machine — the one agent step that serving, eval and RL rollout all run.
+
+    ``request()`` gives the next generation (None when the turn must stop: no model, the step cap, the
+    deadline, a prompt that cannot fit); ``apply(completion)`` parses it, runs its tool calls, grounds
+    what it names and says whether the turn is over; ``finish()`` closes the turn — with the app's
+    fallback, ``degraded`` and its reason, when no grounded final answer came (an empty reply, the step
+    cap, the budget, an over-long prompt) — and updates the session.
+
+    Prompts are **token in, token out**: the next prompt is the previous one plus the tokens the model
+    sampled plus the chat template's rendering of what came back (:func:`context_delta`), carried across
+    turns in the session (:class:`~harness.session.SessionState` ``context``), so the model always sees
+    exactly what it wrote and an RL trajectory is exactly what serving would have fed the model. When
+    that context outgrows ``max_prompt_tokens`` (or the session was trimmed), the prompt is rendered
+    afresh by :func:`fit_prompt`, dropping the oldest messages after the first user message.
+    """
+
+    def __init__(self, loop: AgentLoop, session: SessionState, user_text: str | None, budget: Budget,
+                 constraints: dict[str, Any] | None) -> None:
+        self.loop, self.session, self.budget = loop, session, budget
+        if user_text is not None:
+            session.messages.append({"role": "user", "content": user_text})
+        merged = {**session.constraints, **(constraints or {})}
+        self.ctx = TurnContext(app=loop.app, session=session, constraints=merged, budget=budget, model=loop.model)
+        self.result = TurnResult(final=Final(reply=""))
+        self.final: Final | None = None
+        self.over = False
+        self._start = len(session.messages)
+        self._prompt: list[int] | None = None
+
+    def request(self) -> GenerationRequest | None:
+        """The next model call of this turn, or None when the turn must stop (``result.reason`` says why)."""
+        if self.over:
+            return None
+        loop, result = self.loop, self.result
+        if loop.model is None:
+            return self._stop("no_model")
+        if result.steps >= self.budget.max_steps:
+            return self._stop("step_limit")
+        ids = self._prompt_ids()
+        if ids is None:
+            return self._stop("prompt_too_long")
+        if self.budget.expired():
+            return self._stop("budget")
+        cfg = loop.config
+        cap = self.budget.token_cap(loop.model.engine.tokens_per_second, cfg.max_new_tokens)
+        if cap < cfg.min_new_tokens:
+            return self._stop("budget")
+        seed = None if cfg.seed is None else call_seed(cfg.seed, self.session.turns, result.steps)
+        params = SamplingParams(max_new_tokens=cap, temperature=cfg.temperature, top_p=cfg.top_p, seed=seed)
+        self._prompt = ids
+        return GenerationRequest(prompt=ids, params=params, constraint=loop.sid_constraint(self.ctx))
+
+    def apply(self, completion: Completion) -> bool:
+        """Apply the model's completion to the request :meth:`request` gave; True when the turn is over."""
+        if self._prompt is None:
+            raise RuntimeError("apply() without a pending request()")
+        loop, ctx, result = self.loop, self.ctx, self.result
+        prompt, self._prompt = self._prompt, None
+        result.model_calls.append(ModelCall(prompt, completion))
+        result.output_tokens += len(completion.token_ids)
+        result.steps += 1
+        parsed = parse_reply(completion.text)
+        if not parsed.calls and not parsed.problems:
+            final = loop.text_final(ctx, parsed.content, result)
+            if final is None:  # nothing a user can read: the fallback answers instead
+                self._stop("empty_reply")
+                return True
+            self._remember(prompt, completion, {"role": "assistant", "content": parsed.content})
+            self.final, self.over = final, True
+            return True
+        self._remember(prompt, completion, assistant_message(parsed.content, parsed.calls))
+        final = loop.execute(ctx, parsed, result)
+        if final is not None:
+            self.final, self.over = final, True
+        return self.over
+
+    def finish(self) -> TurnResult:
+        """Close the turn: the final answer (or the fallback's, degraded), session bookkeeping, the trace."""
+        session, result = self.session, self.result
+        self.over = True
+        final = self.final
+        if final is None:
+            reason = result.reason or "step_limit"
+            final = self.loop.fallback(self.ctx, reason)
+            result.degraded, result.reason = True, reason
+            session.messages.append({"role": "assistant", "content": final.reply})
+        result.final = final
+        session.turns += 1
+        session.shown_items.extend(i for i in final.named_items() if i not in session.shown_items)
+        result.trace = session.messages[self._start:]
+        result.latency_ms = self.budget.elapsed_ms()
+        return result
+
+    def _stop(self, reason: str) -> GenerationRequest | None:
+        """End the turn without another model call (``finish`` then answers from the fallback): always None."""
+        self.result.reason, self.over = reason, True
+        return None
+
+    def _remember(self, prompt: list[int], completion: Completion, message: dict[str, Any]) -> None:
+        """Append the model's message and keep the exact token context (prompt + sampled tokens, closed by
+        eos when cut at the token cap) for the next prompt."""
+        messages = self.session.messages
+        messages.append(message)
+        ids = [*prompt, *completion.token_ids]
+        eos = getattr(self.loop.model.tokenizer, "eos_token_id", None) if self.loop.model else None
+        if completion.finish_reason != "eos" and eos is not None:
+            ids.append(int(eos))
+        self.session.context = TokenContext(ids=ids, upto=len(messages) - 1,
+                                            digest=messages_digest(messages))
+
+    def _prompt_ids(self) -> list[int] | None:
+        """This step's prompt: the session's token context extended by what came back since, when it is
+        still the session's own and fits; else the chat rendered afresh (trimmed to fit, or None)."""
+        assert self.loop.model is not None
+        app, tok, cfg = self.loop.app, self.loop.model.tokenizer, self.loop.config
+        tools = app.tools.schemas()
+        messages = self.session.messages
+        cached = self.session.context
+        if cached is not None and cached.upto < len(messages) - 1 \
+                and cached.digest == messages_digest(messages[:cached.upto + 1]):
+            chat = [{"role": "system", "content": app.system_prompt}, *messages]
+            try:
+                delta = context_delta(tok, chat, cached.upto + 1, tools)
+            except ValueError:  # a template that does not render append-only: render afresh
+                delta = None
+            if delta is not None:
+                ids = [*cached.ids, *(int(i) for i in tok(delta, add_special_tokens=False)["input_ids"])]
+                if len(ids) <= cfg.max_prompt_tokens:
+                    return ids
+        return fit_prompt(tok, app.system_prompt, messages, tools, cfg.max_prompt_tokens)
+
+
+def call_seed(seed: int, *parts: int) -> int:
+    """A stable 31-bit sampling seed for one model call from a base seed and its place (turn, step)."""
+    key = ":".join(str(p) for p in (seed, *parts)).encode()
+    return int.from_bytes(hashlib.blake2b(key, digest_size=4).digest(), "little") & 0x7FFFFFFF
+
+
+def messages_digest(messages: Sequence[dict[str, Any]]) -> str:
+    """A digest of a message list (to tell whether a token context still belongs to the session's chat)."""
+    return hashlib.blake2b(json.dumps(messages, sort_keys=True, default=str).encode(), digest_size=12).hexdigest()
+
+
+def context_delta(tokenizer: Any, messages: list[dict[str, Any]], n_before: int, tools: list[dict[str, Any]]) -> str:
+    """The template text after the assistant message ``messages[n_before]``'s closing eos, up to and including
+    the next generation prompt: what the next prompt adds beyond the model's own tokens.
+
+    ``messages[:n_before]`` is what the model was prompted with, ``messages[n_before]`` its message as the
+    harness recorded it, the rest what came back (tool results, the user's next message). The completion
+    ends in its own eos; the template's text from there on is appended as context.
+    """
+    eos = getattr(tokenizer, "eos_token", None) or "<|im_end|>"
+    head = tokenizer.apply_chat_template(messages[:n_before + 1], tools=tools or None, add_generation_prompt=False,
+                                         tokenize=False)
+    full = tokenizer.apply_chat_template(messages, tools=tools or None, add_generation_prompt=True, tokenize=False)
+    cut = head.rfind(eos)
+    if cut < 0 or not full.startswith(head[:cut + len(eos)]):
+        raise ValueError("the chat template does not render the conversation append-only: cannot extend the "
+                         "prompt token for token")
+    return str(full[cut + len(eos):])
+
+
 def _item_ids_in(content: Any) -> list[str]:
     """Item ids a tool result showed the model (``item_id`` keys anywhere in a JSON-like value)."""
     out: list[str] = []
@@ -399,11 +515,6 @@ def _item_ids_in(content: Any) -> list[str]:
         elif isinstance(node, list):
             stack.extend(node)
     return out
-
-
-def run_loop_turns(loop: AgentLoop, session: SessionState, texts: Sequence[str], budget_ms: float) -> list[TurnResult]:
-    """Convenience for scripts and tests: several user turns in one session, each under its own budget."""
-    return [loop.run_turn(session, t, budget=Budget(budget_ms, max_steps=loop.app.max_steps)) for t in texts]
 
 
 def now_ms() -> float:

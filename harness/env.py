@@ -1,12 +1,19 @@
-"""The agent loop as an RL environment: ``reset(task) -> obs``, ``step(action) -> (obs, reward, done, info)``.
+"""The one multi-turn episode loop: a task run through the agent loop until it is answered, scored by the app.
 
-An action is one assistant message as the model wrote it (free text and ``<tool_call>`` blocks). The
-environment runs it through the same :meth:`AgentLoop.execute` serving uses — tool execution,
-grounding, error observations — so a policy trained here meets exactly the harness it is served in.
-A final answer that asks the user something (an ``ask_user`` action) is answered by the app's
-simulated user from the task's hidden constraints and the episode goes on; any other final answer
-ends the episode with the app's reward. The episode also ends, with reward 0, at ``max_steps``
-model actions or ``max_turns`` user turns.
+An :class:`Episode` opens a session with what a frontend would send for the task (the app's
+``request_fn``), runs turns of the one :class:`~harness.agent.AgentLoop` step machine, and when a
+turn's answer asks the user something (an ``ask_user`` action) lets the app's simulated user answer
+from the task, up to ``max_turns`` user turns. The last answer is scored with the app's reward; an
+episode still asking at the turn cap scores 0 (the user never got an answer). Offline evaluation
+(:mod:`eval.replay`) and RL rollout (:mod:`training.rl.rollout`) both run episodes, and a served turn
+is an episode's turn: the same steps, the same handling of empty replies (the fallback answers,
+``degraded``), step caps (per turn), prompt trimming and budgets — so the RL reward and the served
+success measure the same behaviour.
+
+    episode = Episode(env, loop, task, max_turns=3)
+    result = episode.run()                             # one engine call per step
+    while (req := episode.request()) is not None:     # or: batch many episodes' requests yourself
+        episode.apply(engine.generate([req])[0][0])
 """
 
 from __future__ import annotations
@@ -15,11 +22,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.agent import AgentLoop, AppSpec, Final, ModelAccess, TurnContext, TurnResult
+from harness.agent import AgentLoop, AppSpec, Final, TurnContext, TurnResult, TurnRun
 from harness.budget import Budget
-from harness.protocol import assistant_message, parse_reply
 from harness.session import SessionState
 from harness.tasks import Task
+from infra.engines.base import Completion, GenerationRequest
+
+UNBOUNDED_MS = 1e9
+"""A turn deadline that is never reached (about 11 days): offline evaluation and RL measure, not enforce."""
 
 
 @dataclass(frozen=True)
@@ -33,106 +43,112 @@ class Reward:
 
 RewardFn = Callable[[Task, Final], Reward]
 UserFn = Callable[[Task, str], str]
+RequestFn = Callable[[Task], dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class AppEnv:
+    """One app over one world as episodes need it: the agent's spec, the reward, the simulated user, and the
+    request a frontend sends with a task's first message (livestream: stream and time; travel: the stated
+    constraints; shopping: nothing beyond the text)."""
+
+    spec: AppSpec
+    reward_fn: RewardFn
+    user_fn: UserFn
+    request_fn: RequestFn
+
+
+def asks_user(final: Final) -> bool:
+    """True when the answer is a clarifying question (an ``ask_user`` action)."""
+    return any(a.get("type") == "ask_user" for a in final.actions)
 
 
 @dataclass
-class Observation:
-    """What the policy conditions on: the chat so far (system prompt first) and the tool schemas."""
+class EpisodeResult:
+    """How an episode ended (``answered`` or ``turn_limit``), its last answer, reward, turns and session."""
 
-    messages: list[dict[str, Any]]
-    tools: list[dict[str, Any]]
-
-
-@dataclass
-class StepInfo:
-    steps: int
-    turns: int
-    tool_calls: int
-    parse_errors: int
-    grounding_failures: int
-    final: Final | None = None
-    reward: Reward | None = None
-    reason: str | None = None
-
-
-class AgentEnv:
-    """One episode at a time over one app. Not thread-safe: make one per worker thread."""
-
-    def __init__(self, app: AppSpec, reward_fn: RewardFn, user_fn: UserFn, *, model: ModelAccess | None = None,
-                 max_steps: int = 6, max_turns: int = 3) -> None:
-        if max_steps < 1 or max_turns < 1:
-            raise ValueError("max_steps and max_turns must be >= 1")
-        self.app, self.reward_fn, self.user_fn = app, reward_fn, user_fn
-        self.loop = AgentLoop(app, model)
-        self.max_steps, self.max_turns = max_steps, max_turns
-        self._task: Task | None = None
-        self._session = SessionState(app=app.name)
-        self._result = TurnResult(final=Final(reply=""))
-        self._turns = 0
-        self._done = True
+    task: Task
+    end: str
+    final: Final
+    reward: Reward
+    turns: list[TurnResult]
+    user_replies: list[str]
+    session: SessionState
 
     @property
-    def task(self) -> Task:
-        if self._task is None:
-            raise RuntimeError("call reset(task) first")
-        return self._task
+    def degraded(self) -> bool:
+        """The answer the user got came from the app's fallback, not the model."""
+        return bool(self.turns) and self.turns[-1].degraded
 
-    def reset(self, task: Task) -> Observation:
-        if task.app != self.app.name:
-            raise ValueError(f"task {task.task_id} is for app {task.app!r}, this environment is {self.app.name!r}")
-        self._task, self._turns, self._done = task, 1, False
-        self._session = SessionState(app=self.app.name, constraints=dict(task.constraints.get("request", {})))
-        self._session.messages = [{"role": m.role, "content": m.content} for m in task.messages if m.role != "system"]
-        self._result = TurnResult(final=Final(reply=""))
-        return self.observation()
 
-    def observation(self) -> Observation:
-        system = {"role": "system", "content": self.app.system_prompt}
-        return Observation(messages=[system, *self._session.messages], tools=self.app.tools.schemas())
+class Episode:
+    """One task run to its end through the agent loop's step machine. Not thread-safe: one per thread."""
 
-    def sid_constraint(self) -> Callable[[], Any] | None:
-        """The decode-time SID constraint the loop would put on the next generation (None without SID retrieval)."""
-        return self.loop.sid_constraint(self.context())
+    def __init__(self, env: AppEnv, loop: AgentLoop, task: Task, *, max_turns: int = 3,
+                 budget_ms: float = UNBOUNDED_MS) -> None:
+        if max_turns < 1:
+            raise ValueError("max_turns must be >= 1")
+        if task.app != env.spec.name:
+            raise ValueError(f"task {task.task_id} is for app {task.app!r}, this environment is {env.spec.name!r}")
+        self.env, self.loop, self.task = env, loop, task
+        self.max_turns, self.budget_ms = max_turns, budget_ms
+        self.session = SessionState(app=env.spec.name, constraints=dict(env.request_fn(task)))
+        self.session.messages = [{"role": m.role, "content": m.content} for m in task.messages if m.role != "system"]
+        self.turns: list[TurnResult] = []
+        self.user_replies: list[str] = []
+        self.result: EpisodeResult | None = None
+        self.turn: TurnRun = self._begin(None)
+
+    @property
+    def done(self) -> bool:
+        return self.result is not None
 
     def context(self) -> TurnContext:
-        """The turn context a tool or a scripted policy (a teacher) would see now."""
-        return TurnContext(app=self.app, session=self._session, constraints=dict(self._session.constraints),
-                           budget=Budget(1e9, max_steps=self.max_steps), model=self.loop.model)
+        """What a tool or a scripted policy (a teacher) sees now."""
+        return self.turn.ctx
 
-    def step(self, action: str) -> tuple[Observation, float, bool, StepInfo]:
-        """Apply one assistant message; returns the next observation, reward (0 until the end), done, info."""
-        if self._done:
-            raise RuntimeError("the episode is over: call reset(task)")
-        task, result = self.task, self._result
-        result.steps += 1
-        parsed = parse_reply(action)
-        final: Final | None
-        ctx = self.context()
-        if not parsed.calls and not parsed.problems:  # plain text (SIDs in it are grounded items) ends the turn
-            self._session.messages.append({"role": "assistant", "content": parsed.content})
-            final = self.loop.text_final(ctx, parsed.content, result) or Final(reply="")
-        else:
-            self._session.messages.append(assistant_message(parsed.content, parsed.calls))
-            final = self.loop.execute(ctx, parsed, result)
-        if final is not None and any(a.get("type") == "ask_user" for a in final.actions):
-            if self._turns < self.max_turns:
-                self._turns += 1
-                self._session.messages.append({"role": "user", "content": self.user_fn(task, final.reply)})
-                final = None
-            else:
-                return self._end(None, "turn_limit")
-        if final is not None:
-            return self._end(final, None)
-        if result.steps >= self.max_steps:
-            return self._end(None, "step_limit")
-        return self.observation(), 0.0, False, self._info(None, None, None)
+    def request(self) -> GenerationRequest | None:
+        """The next model call, or None once the episode is over (turns the model cannot take are closed
+        with the fallback on the way, as serving closes them)."""
+        while self.result is None:
+            request = self.turn.request()
+            if request is not None:
+                return request
+            self._end_turn()
+        return None
 
-    def _end(self, final: Final | None, reason: str | None) -> tuple[Observation, float, bool, StepInfo]:
-        self._done = True
-        reward = self.reward_fn(self.task, final) if final is not None else Reward(0.0, False, {})
-        return self.observation(), reward.value, True, self._info(final, reward, reason)
+    def apply(self, completion: Completion) -> None:
+        """Apply the completion of the request :meth:`request` gave."""
+        if self.turn.apply(completion):
+            self._end_turn()
 
-    def _info(self, final: Final | None, reward: Reward | None, reason: str | None) -> StepInfo:
-        r = self._result
-        return StepInfo(steps=r.steps, turns=self._turns, tool_calls=r.tool_calls, parse_errors=r.parse_errors,
-                        grounding_failures=r.grounding_failures, final=final, reward=reward, reason=reason)
+    def run(self) -> EpisodeResult:
+        """Run to the end with the loop's own engine, one call per step."""
+        while (request := self.request()) is not None:
+            assert self.loop.model is not None
+            self.apply(self.loop.model.engine.generate([request])[0][0])
+        assert self.result is not None
+        return self.result
+
+    def model_calls(self) -> list[Any]:
+        """Every model call of the episode so far, in order (:class:`~harness.agent.ModelCall`)."""
+        turns = [*self.turns, *([] if self.done else [self.turn.result])]
+        return [call for t in turns for call in t.model_calls]
+
+    def _begin(self, user_text: str | None) -> TurnRun:
+        budget = Budget(self.budget_ms, max_steps=self.env.spec.max_steps)
+        return self.loop.begin(self.session, user_text, budget=budget)
+
+    def _end_turn(self) -> None:
+        result = self.turn.finish()
+        self.turns.append(result)
+        final = result.final
+        if asks_user(final) and len(self.turns) < self.max_turns:
+            reply = self.env.user_fn(self.task, final.reply)
+            self.user_replies.append(reply)
+            self.turn = self._begin(reply)
+            return
+        end = "turn_limit" if asks_user(final) else "answered"
+        reward = self.env.reward_fn(self.task, final) if end == "answered" else Reward(0.0, False, {})
+        self.result = EpisodeResult(task=self.task, end=end, final=final, reward=reward, turns=self.turns,
+                                    user_replies=self.user_replies, session=self.session)

@@ -13,15 +13,31 @@ import threading
 import time
 import uuid
 from collections import OrderedDict
-from typing import Any, Literal, Protocol
+from typing import Annotated, Any, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
-AppName = Literal["shopping", "livestream", "travel"]
+AppName = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]{0,31}$")]
+"""An app's name as the app table (``apps/__init__.py``) lists it: lowercase, digits and underscores."""
 
 
 class SessionError(RuntimeError):
     """A store could not read or write a session (e.g. Redis unreachable)."""
+
+
+class TokenContext(BaseModel):
+    """The exact tokens the model last saw and wrote in a session (prompt + its completion), so the next prompt
+    extends them token for token instead of re-rendering the chat (see :class:`harness.agent.TurnRun`).
+
+    ``upto`` is the index in ``messages`` of the model's message these tokens end with; ``digest`` is
+    :func:`harness.agent.messages_digest` of ``messages[:upto + 1]``: a trimmed or edited chat no longer
+    matches, and the prompt is rendered afresh."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    ids: list[int]
+    upto: int = Field(ge=0)
+    digest: str
 
 
 class SessionState(BaseModel):
@@ -30,12 +46,13 @@ class SessionState(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     session_id: str = Field(default_factory=lambda: uuid.uuid4().hex)
-    app: AppName = "shopping"
+    app: AppName
     messages: list[dict[str, Any]] = Field(default_factory=list, description="Chat history, OpenAI shape.")
     shown_items: list[str] = Field(default_factory=list, description="Item ids shown to the user, oldest first.")
     cart: dict[str, int] = Field(default_factory=dict, description="item_id -> quantity.")
     constraints: dict[str, Any] = Field(default_factory=dict, description="Constraints gathered so far.")
     turns: int = 0
+    context: TokenContext | None = Field(None, description="The model's exact token context (None = render).")
     created: float = Field(default_factory=time.time)
     updated: float = Field(default_factory=time.time)
 

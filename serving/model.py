@@ -1,24 +1,22 @@
-"""Load an agent directory for serving: the HF engine, its tokenizer and the SID trie over the live catalog."""
+"""Load an agent directory for serving: its engine (``engine:`` settings), tokenizer and SID retrieval."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Literal
 
 from harness.agent import ModelAccess, SidResources
-from infra.engines.base import Engine
-from infra.engines.hf import HFEngine
-from training.models import Agent, load_agent
+from harness.agent_dir import Agent, agent_engine, load_agent
+from infra.engines import Engine, EngineSettings
 
 
-def load_model(agent_dir: Path, sid: Callable[[Agent], SidResources] | None = None, *,
-               dtype: Literal["auto", "bf16", "fp32"] = "auto", max_batch_size: int = 32) -> tuple[ModelAccess, Agent]:
-    """The agent's model behind an :class:`HFEngine`; ``sid(agent)`` builds SID retrieval over the live catalog
-    (the app decides how: e.g. ``apps.shopping.agent.sid_resources``), None = no SID retrieval."""
+def load_model(agent_dir: Path, sid: Callable[[Agent], SidResources | None] | None = None, *,
+               engine: EngineSettings | None = None) -> tuple[ModelAccess, Agent]:
+    """The agent's model behind the engine ``engine`` names (default: HF); ``sid(agent)`` builds SID retrieval
+    over the live catalog (the app's kit decides how), None = no SID retrieval."""
     agent = load_agent(Path(agent_dir))
-    engine = HFEngine(agent.model, agent.tokenizer, dtype=dtype, max_batch_size=max_batch_size)
-    return ModelAccess(engine=engine, tokenizer=agent.tokenizer, sid=sid(agent) if sid else None), agent
+    return ModelAccess(engine=agent_engine(agent, engine), tokenizer=agent.tokenizer,
+                       sid=sid(agent) if sid else None), agent
 
 
 def reload_weights(agent_dir: Path, engine: Engine) -> int:

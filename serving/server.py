@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from harness.agent import AgentLoop, AppSpec, Grounder, LoopConfig, ModelAccess, TurnResult
 from harness.budget import Budget
 from harness.session import MemorySessionStore, RedisSessionStore, SessionState, SessionStore
+from infra.engines import EngineSettings
 from serving.batcher import BatchingEngine
 from serving.metrics import Metrics
 
@@ -29,6 +30,8 @@ class ServeConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     model_name: str = Field("sidekick", description="The id /v1/models lists and chat requests name.")
+    engine: EngineSettings = Field(default_factory=EngineSettings, description="The engine the agent's model runs "
+                                   "on (backend hf | vllm, dtype, vLLM memory); its max_batch_size is max_batch.")
     max_batch: int = Field(16, ge=1, description="Most sequences the batcher puts in one engine call.")
     gather_ms: float = Field(5.0, ge=0, description="How long the batcher waits to fill a batch, ms; 0 = no wait.")
     batching: bool = Field(True, description="False = one request at a time (the no-batching baseline).")

@@ -190,6 +190,7 @@ def worlds(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 def tiny_agent(worlds: dict[str, Path], tmp_path_factory: pytest.TempPathFactory,
                make_sid_dir: Callable[[Path, Path], Path]) -> Path:
     """A tiny SID-aware agent after a few SFT steps on the shopping world (a real agent directory)."""
+    from apps.shopping.sft import SOURCE
     from training.sft import SFTConfig, train_sft
 
     root = tmp_path_factory.mktemp("serve-agent")
@@ -198,7 +199,7 @@ def tiny_agent(worlds: dict[str, Path], tmp_path_factory: pytest.TempPathFactory
         "base": "tiny", "world": worlds["shopping"], "sid": sid, "out": root / "sft", "cache_dir": root / "cache",
         "max_steps": 4, "batch_size": 4, "max_seq_len": 128, "align_items": 20, "warmup_steps": 1, "eval_every": 0,
         "save_every": 0, "precision": "fp32", "threads": 1, "log_every": 1})
-    result = train_sft(cfg)
+    result = train_sft(cfg, SOURCE)
     assert result.final_dir is not None
     return result.final_dir
 

@@ -49,7 +49,7 @@ from training.rl.rollout import EpisodeJob, RolloutSettings, episode_seed
 from training.rl.trainer import TrainerSettings
 from training.rl.trajectory import Trajectory
 from training.rl.workers import EnvFactory, SidFactory, TrainWorker
-from training.sft import SFTConfig, train_sft
+from training.sft import SFTConfig, SftSource, train_sft
 from training.sft_data import TrajectorySpec
 
 log = logging.getLogger(__name__)
@@ -138,7 +138,7 @@ class CascadeConfig(BaseModel):
     tasks: Path = Field(description="Training tasks to probe: a tasks.jsonl or a directory holding one.")
     heldout: list[Path] = Field(description="Held-out tasks for the report: tasks.jsonl files or directories "
                                             "holding one (e.g. the curated test and val splits).", min_length=1)
-    app: str = Field("shopping", description="The app whose environment and reward are used.")
+    app: str = Field(description="The app (a name in the app table) whose environment, reward and SFT data are used.")
     workers: int = Field(2, ge=1, description="Environment workers (Ray actors) for probe, RFT and RL.")
     seed: int = 0
     seed_sft: dict[str, Any] = Field(description="SFTConfig of the seed SFT (its out is set to OUT/seed_sft/sft).")
@@ -194,14 +194,14 @@ class Cascade:
 
     def __init__(self, cfg: CascadeConfig, tasks: Sequence[Task], heldout: Sequence[Task], env_factory: EnvFactory,
                  sid_factory: SidFactory | None, evaluator: Evaluator, progress: Progress | None = None, *,
-                 spec: TrajectorySpec | None = None) -> None:
+                 sft: SftSource) -> None:
         if not tasks:
             raise CascadeError(f"{cfg.tasks}: no {cfg.app} tasks to train on")
         self.cfg, self.tasks, self.heldout = cfg, list(tasks), list(heldout)
         self.env_factory, self.sid_factory, self.evaluator = env_factory, sid_factory, evaluator
         self.progress = progress or (lambda what, n, total: None)
         self.by_id = {t.task_id: t for t in self.tasks}
-        self.spec = spec
+        self.sft = sft
 
     def done(self, stage: Stage) -> bool:
         """The stage finished after the stage before it last finished (a rerun upstream invalidates it)."""
@@ -269,8 +269,8 @@ class Cascade:
 
     # ---- stages --------------------------------------------------------------------------------
     def stage_seed_sft(self) -> None:
-        sft, w = self.cfg.sft_config(self.spec), self.cfg.warmup
-        result = train_sft(sft, lambda p: self.progress("seed_sft", 0, None))
+        sft, w = self.cfg.sft_config(self.sft.trajectory_spec()), self.cfg.warmup
+        result = train_sft(sft, self.sft, lambda p: self.progress("seed_sft", 0, None))
         if result.final_dir is None:
             raise CascadeError("seed SFT ended without a final agent")
         tasks = self.tasks if w.max_tasks < 0 else self.tasks[:w.max_tasks]

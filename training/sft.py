@@ -40,8 +40,9 @@ import warnings
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import numpy as np
 import torch
@@ -49,23 +50,23 @@ import torch.nn.functional as F
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+from harness.agent_dir import PROTOCOL_TOKENS, DtypeName, resolve_dtype, save_agent
 from infra.logging import get_logger
 from infra.manifest import write_manifest
 from sid.tokens import SidTokenMap
-from training.distributed import DistContext
-from training.models import PROTOCOL_TOKENS, TINY, DtypeName, load_base, make_sid_aware, resolve_dtype, save_agent
+from training.distributed import DistContext, run_data_parallel
+from training.models import TINY, load_base, make_sid_aware
 from training.sft_data import (
     IGNORE,
     Batch,
     Row,
+    SftData,
     TrajectorySpec,
-    build_shopping_sft,
     collate,
     encode_all,
     pack_examples,
     rows_digest,
     shuffled,
-    world_corpus,
 )
 
 log = get_logger(__name__)
@@ -164,7 +165,7 @@ class SFTConfig(BaseModel):
                              "(each worker takes an equal share of every micro-batch)")
         if self.trajectories_per_task > 0 and self.trajectory_spec is None:
             raise ValueError("trajectories_per_task > 0 needs trajectory_spec: the app's system prompt and tool "
-                             "schemas, e.g. from apps.shopping.agent (SYSTEM_PROMPT, shopping_tools().schemas())")
+                             "schemas (its kit's sft.trajectory_spec())")
         if self.trajectories_per_task == 0:
             self.trajectory_spec = None  # unused: kept out of checkpoints, manifests and the resume check
         return self
@@ -228,13 +229,33 @@ def cosine_with_warmup(step: int, warmup: int, total: int) -> float:
     return 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
 
 
-def train_sft(cfg: SFTConfig, progress: Callable[[TrainProgress], None] | None = None) -> SFTResult:
-    """Run ``cfg`` to the end (in this process, or on ``cfg.workers`` Ray workers); the CLI calls this."""
-    if cfg.workers > 1:
-        from training.distributed import run_data_parallel
+class SftSource(Protocol):
+    """Where an SFT run's examples come from: an app's kit (``AppKit.sft``, e.g. ``apps/shopping/sft.py``).
 
-        return run_data_parallel(cfg, progress)
-    trainer = SFTTrainer(cfg)
+    ``corpus(cfg)`` is what the ``tiny`` base trains its tokenizer on (the world's texts and the app's
+    prompt and tools); ``build(cfg)`` the train and held-out examples; ``trajectory_spec()`` the app's
+    system prompt and tool schemas, which tool-call trajectories are rendered with. Picklable (Ray workers).
+    """
+
+    def corpus(self, cfg: SFTConfig) -> list[str]: ...
+
+    def build(self, cfg: SFTConfig) -> SftData: ...
+
+    def trajectory_spec(self) -> TrajectorySpec: ...
+
+
+def train_sft(cfg: SFTConfig, source: SftSource,
+              progress: Callable[[TrainProgress], None] | None = None) -> SFTResult:
+    """Run ``cfg`` to the end (in this process, or on ``cfg.workers`` Ray workers); the CLI calls this.
+
+    Data-parallel: each Ray worker builds ``SFTTrainer(cfg, source, its DistContext)``; one GPU per worker on
+    cuda. ``source`` is the app's SFT data (its kit's ``sft``).
+    """
+    if cfg.workers > 1:
+        gpus = 1 if resolve_device(cfg.device).type == "cuda" else 0
+        return run_data_parallel(partial(SFTTrainer, cfg, source), cfg.workers, gpus_per_worker=gpus,
+                                 threads=cfg.threads, progress=progress)
+    trainer = SFTTrainer(cfg, source)
     try:
         trainer.setup()
         return trainer.train(progress)
@@ -272,8 +293,8 @@ class MetricsLog:
 class SFTTrainer:
     """``setup()`` -> ``train()`` (-> ``evaluate()``, ``save_checkpoint()``) -> ``close()``."""
 
-    def __init__(self, cfg: SFTConfig, dist_ctx: DistContext | None = None) -> None:
-        self.cfg = cfg
+    def __init__(self, cfg: SFTConfig, source: SftSource, dist_ctx: DistContext | None = None) -> None:
+        self.cfg, self.source = cfg, source
         self.dist = dist_ctx or DistContext()
         self.device = resolve_device(cfg.device)
         if self.device.type == "cuda":
@@ -317,7 +338,7 @@ class SFTTrainer:
 
     def _setup_model(self) -> None:
         cfg = self.cfg
-        corpus = world_corpus(cfg.world, cfg.trajectory_spec, cfg.tasks) if cfg.base == TINY else None
+        corpus = self.source.corpus(cfg) if cfg.base == TINY else None
         model, tokenizer = load_base(cfg.base, dtype="fp32", cache_dir=cfg.cache_dir, corpus=corpus)
         self.token_map = make_sid_aware(model, tokenizer, cfg.sid)
         self.tokenizer = tokenizer
@@ -332,10 +353,7 @@ class SFTTrainer:
     def _setup_data(self) -> None:
         cfg = self.cfg
         assert self.tokenizer is not None
-        data = build_shopping_sft(
-            cfg.world, cfg.sid, eval_fraction=cfg.eval_fraction, align_items=cfg.align_items,
-            targets_per_task=cfg.targets_per_task, trajectories_per_task=cfg.trajectories_per_task,
-            spec=cfg.trajectory_spec, seed=cfg.seed, tasks_path=cfg.tasks)
+        data = self.source.build(cfg)
         train, dropped = encode_all(self.tokenizer, data.train, cfg.max_seq_len)
         evals, _ = encode_all(self.tokenizer, data.eval[:cfg.eval_max], cfg.max_seq_len)
         self.rows = pack_examples(shuffled(train, cfg.seed), cfg.max_seq_len, cfg.packing)

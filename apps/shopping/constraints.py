@@ -38,3 +38,14 @@ def item_matches(item: Item, constraints: dict[str, Any]) -> bool:
     if constraints.get("price_min") is not None and (price is None or price < constraints["price_min"]):
         return False
     return not (constraints.get("in_stock", True) and not item.in_stock)
+
+
+_ATTR_PHRASE = {"colour": "in {v}", "material": "made of {v}", "brand": "from {v}", "size": "in size {v}"}
+
+
+def hidden_constraints_text(hidden: dict[str, Any]) -> str:
+    """The user's answer stating the hidden constraints, e.g. ``"I'd like it in red, from Acme, under $45."``."""
+    parts = [_ATTR_PHRASE.get(k, k + " {v}").format(v=v) for k, v in (hidden.get("attributes") or {}).items()]
+    if hidden.get("price_max") is not None:
+        parts.append(f"under ${float(hidden['price_max']):g}")
+    return "I'd like it " + ", ".join(parts) + "." if parts else "Anything is fine."

@@ -11,12 +11,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from apps.shopping.constraints import item_matches
+from apps.shopping.constraints import hidden_constraints_text, item_matches
 from harness.agent import Final
 from harness.catalog import Catalog, Item
 from harness.env import Reward
 from harness.tasks import Task
-from training.sft_data import hidden_constraints_text
 
 NUDGE = "Just show me the best option."
 

@@ -25,17 +25,18 @@ from tokenizers.pre_tokenizers import ByteLevel
 from transformers import PreTrainedTokenizerFast
 
 from apps.shopping.agent import shopping_app
+from apps.shopping.constraints import hidden_constraints_text
 from apps.shopping.env import reward_fn, simulated_user
-from eval.replay import EvalApp, ReplayConfig, ReplayError, TaskResult, replay, replay_task, task_seed
+from eval.replay import ReplayConfig, ReplayError, TaskResult, replay, replay_task, task_seed
 from eval.report import REPORT_JSON, TRACES_FILE, deterministic_part
 from eval.run import EvalConfig, run_evaluation, score_rankers
 from harness.agent import ModelAccess
 from harness.catalog import Catalog, Item
+from harness.env import AppEnv
 from harness.protocol import render_call
 from harness.tasks import Task
 from infra.engines.base import Completion, GenerationRequest
 from training.chat_template import chat_template
-from training.sft_data import hidden_constraints_text
 
 BOOTS = ["Outdoor", "Footwear", "Hiking boots"]
 TENTS = ["Outdoor", "Camping", "Tents"]
@@ -152,7 +153,7 @@ SCRIPTS = {
 
 
 @pytest.fixture(scope="module")
-def world() -> tuple[dict[str, EvalApp], ModelAccess, list[str]]:
+def world() -> tuple[dict[str, AppEnv], ModelAccess, list[str]]:
     catalog = make_catalog()
     asked: list[str] = []
     lock = threading.Lock()
@@ -162,19 +163,19 @@ def world() -> tuple[dict[str, EvalApp], ModelAccess, list[str]]:
             asked.append(f"{task.task_id}: {text}")
         return simulated_user(task, text)
 
-    app = EvalApp(shopping_app(catalog), reward_fn(catalog), user, lambda t: {})
+    app = AppEnv(shopping_app(catalog), reward_fn(catalog), user, lambda t: {})
     tok = byte_tokenizer()
     model = ModelAccess(engine=ScriptedModel(tok, SCRIPTS), tokenizer=tok)
     return {"shopping": app}, model, asked
 
 
-def _run(world: tuple[dict[str, EvalApp], ModelAccess, list[str]], task: Task, **cfg: Any) -> TaskResult:
+def _run(world: tuple[dict[str, AppEnv], ModelAccess, list[str]], task: Task, **cfg: Any) -> TaskResult:
     apps, model, _ = world
     return replay_task(task, apps["shopping"], model, ReplayConfig(max_prompt_tokens=BIG, **cfg))
 
 
 # ------------------------------------------------------------------------------------------------ tests
-def test_single_turn_metrics_by_hand(world: tuple[dict[str, EvalApp], ModelAccess, list[str]]) -> None:
+def test_single_turn_metrics_by_hand(world: tuple[dict[str, AppEnv], ModelAccess, list[str]]) -> None:
     r = _run(world, SINGLE)
     m = r.metrics
     assert r.end == "answered" and r.final["item_ids"] == ["b2", "b1"]
@@ -190,7 +191,7 @@ def test_single_turn_metrics_by_hand(world: tuple[dict[str, EvalApp], ModelAcces
     assert m["output_tokens"] > 0 and m["thinking_tokens"] == 0.0
 
 
-def test_multi_turn_asks_the_simulated_user(world: tuple[dict[str, EvalApp], ModelAccess, list[str]]) -> None:
+def test_multi_turn_asks_the_simulated_user(world: tuple[dict[str, AppEnv], ModelAccess, list[str]]) -> None:
     _, _, asked = world
     r = _run(world, MULTI)
     assert r.end == "answered" and r.metrics["turns"] == 2.0 and r.metrics["asked_user"] == 1.0
@@ -201,7 +202,7 @@ def test_multi_turn_asks_the_simulated_user(world: tuple[dict[str, EvalApp], Mod
     assert r.metrics["success"] == 1.0 and r.metrics["reward"] == 1.0 and r.metrics["recall@1"] == 1.0
 
 
-def test_bundle_coverage_and_reward_by_hand(world: tuple[dict[str, EvalApp], ModelAccess, list[str]]) -> None:
+def test_bundle_coverage_and_reward_by_hand(world: tuple[dict[str, AppEnv], ModelAccess, list[str]]) -> None:
     m = _run(world, BUNDLE).metrics
     assert m["bundle_coverage"] == 0.5
     # slots: tent <- t1 (type 1), stove <- b1 (same top category only: 0.5); 120 + 70 <= 200 -> (1 + .5 + 1) / 3
@@ -211,13 +212,13 @@ def test_bundle_coverage_and_reward_by_hand(world: tuple[dict[str, EvalApp], Mod
     assert m["ndcg@5"] == pytest.approx(1 / (1 + 1 / math.log2(3)))
 
 
-def test_turn_cap_scores_zero(world: tuple[dict[str, EvalApp], ModelAccess, list[str]]) -> None:
+def test_turn_cap_scores_zero(world: tuple[dict[str, AppEnv], ModelAccess, list[str]]) -> None:
     r = _run(world, ASKER, max_turns=2)
     assert r.end == "turn_limit" and r.metrics["turns"] == 2.0 and len(r.user_replies) == 1
     assert r.reward == {"value": 0.0, "success": False, "parts": {}} and r.metrics["success"] == 0.0
 
 
-def test_a_broken_task_is_an_error_row_not_a_crash(world: tuple[dict[str, EvalApp], ModelAccess, list[str]]
+def test_a_broken_task_is_an_error_row_not_a_crash(world: tuple[dict[str, AppEnv], ModelAccess, list[str]]
                                                     ) -> None:
     apps, model, _ = world
     app = apps["shopping"]
@@ -225,7 +226,7 @@ def test_a_broken_task_is_an_error_row_not_a_crash(world: tuple[dict[str, EvalAp
     def broken(task: Task, final: object) -> Any:
         raise RuntimeError("reward exploded")
 
-    bad = EvalApp(app.spec, broken, app.user_fn, app.request_fn)
+    bad = AppEnv(app.spec, broken, app.user_fn, app.request_fn)
     r = replay_task(SINGLE, bad, model, ReplayConfig(max_prompt_tokens=BIG))
     assert r.end == "error" and r.error == "RuntimeError: reward exploded" and r.metrics["error"] == 1.0
     with pytest.raises(ReplayError, match="every task failed"):
@@ -235,7 +236,7 @@ def test_a_broken_task_is_an_error_row_not_a_crash(world: tuple[dict[str, EvalAp
 
 
 def test_parallel_replay_keeps_task_order_and_writes_traces(
-        world: tuple[dict[str, EvalApp], ModelAccess, list[str]], tmp_path: Path) -> None:
+        world: tuple[dict[str, AppEnv], ModelAccess, list[str]], tmp_path: Path) -> None:
     apps, model, _ = world
     tasks = [SINGLE, MULTI, BUNDLE, ASKER] * 5
     tasks = [t.model_copy(update={"task_id": f"{t.task_id}-{k}"}) for k, t in enumerate(tasks)]
@@ -252,7 +253,7 @@ def test_parallel_replay_keeps_task_order_and_writes_traces(
     assert [r.metrics for r in serial] == [r.metrics for r in results]
 
 
-def test_same_seed_same_report(world: tuple[dict[str, EvalApp], ModelAccess, list[str]], tmp_path: Path) -> None:
+def test_same_seed_same_report(world: tuple[dict[str, AppEnv], ModelAccess, list[str]], tmp_path: Path) -> None:
     apps, model, _ = world
     tasks = [SINGLE, MULTI, BUNDLE, ASKER]
 

@@ -14,7 +14,7 @@ from pydantic import BaseModel
 from harness.agent import AgentLoop, AppSpec, Final, ModelAccess, TurnContext, render_ids
 from harness.budget import Budget
 from harness.catalog import Catalog, Item
-from harness.env import AgentEnv, Reward
+from harness.env import AppEnv, Episode, Reward
 from harness.protocol import Tool, ToolRegistry, render_call
 from harness.session import SessionState
 from harness.tasks import Task
@@ -75,7 +75,7 @@ def make_loop(scripted: Any, replies: list[str], **kw: Any) -> tuple[AgentLoop, 
 def test_tool_step_then_grounded_answer(scripted: Any) -> None:
     loop, engine = make_loop(scripted, [render_call("find", {"query": "thing"}),
                                         render_call("respond", {"text": "Try these", "item_ids": ["a", "b"]})])
-    session = SessionState()
+    session = SessionState(app="shopping")
     result = loop.run_turn(session, "I need a thing")
     assert result.final.item_ids == ["a", "b"] and result.final.reply == "Try these"
     assert not result.degraded and result.steps == 2 and result.tool_calls == 2
@@ -101,7 +101,7 @@ def test_ungrounded_items_never_reach_the_user(scripted: Any) -> None:
         render_call("respond", {"text": "Buy the sold one", "item_ids": ["sold"]}),
         render_call("respond", {"text": "Here", "item_ids": ["a"]}),
     ])
-    session = SessionState()
+    session = SessionState(app="shopping")
     result = loop.run_turn(session, "show me")
     assert result.final.item_ids == ["a"] and result.grounding_failures == 2
     results = [json.loads(m["content"]) for m in session.messages if m["role"] == "tool"]
@@ -114,13 +114,13 @@ def test_ungrounded_items_never_reach_the_user(scripted: Any) -> None:
 def test_request_constraints_are_grounded_too(scripted: Any) -> None:
     loop, _ = make_loop(scripted, [render_call("respond", {"text": "x", "item_ids": ["b"]}),
                                    render_call("respond", {"text": "y", "item_ids": ["a"]})])
-    result = loop.run_turn(SessionState(), "cheap please", constraints={"price_max": 20})
+    result = loop.run_turn(SessionState(app="shopping"), "cheap please", constraints={"price_max": 20})
     assert result.final.item_ids == ["a"] and loop.grounder.failures == {"constraint": 1}
 
 
 def test_step_limit_falls_back_with_grounded_items_only(scripted: Any) -> None:
     loop, engine = make_loop(scripted, ["<tool_call>{broken</tool_call>"] * 5)
-    session = SessionState()
+    session = SessionState(app="shopping")
     result = loop.run_turn(session, "hello")
     assert result.degraded and result.reason == "step_limit" and result.steps == 3 and len(engine.calls) == 3
     assert result.parse_errors == 3
@@ -131,13 +131,14 @@ def test_step_limit_falls_back_with_grounded_items_only(scripted: Any) -> None:
 
 def test_budget_too_small_for_any_tokens_falls_back_without_calling_the_model(scripted: Any) -> None:
     loop, engine = make_loop(scripted, ["never"], tokens_per_second=10.0)
-    result = loop.run_turn(SessionState(), "hi", budget=Budget(200, reserve_ms=50))  # 0.15 s * 10 tok/s = 1 token
+    # 0.15 s * 10 tok/s = 1 token
+    result = loop.run_turn(SessionState(app="shopping"), "hi", budget=Budget(200, reserve_ms=50))
     assert result.degraded and result.reason == "budget" and engine.calls == []
 
 
 def test_budget_caps_output_tokens_from_measured_speed(scripted: Any) -> None:
     loop, engine = make_loop(scripted, ["Plain answer."], tokens_per_second=100.0)
-    result = loop.run_turn(SessionState(), "hi", budget=Budget(1050, reserve_ms=50))
+    result = loop.run_turn(SessionState(app="shopping"), "hi", budget=Budget(1050, reserve_ms=50))
     cap = engine.calls[0].params.max_new_tokens
     assert 95 <= cap <= 100  # (1050 - 50 ms - elapsed) * 100 tok/s
     assert result.final.reply == "Plain answer." and not result.degraded
@@ -169,35 +170,53 @@ def _user(task: Task, question: str) -> str:
     return f"under {task.hidden['price_max']}"
 
 
-def test_env_multi_turn_episode_with_simulated_user() -> None:
-    env = AgentEnv(make_app(), _reward, _user, max_steps=5, max_turns=2)
-    obs = env.reset(_task())
-    assert obs.messages[0]["role"] == "system" and obs.messages[1]["content"] == "a thing"
-    assert [t["function"]["name"] for t in obs.tools] == ["find", "respond", "ask_user"]
-    obs, r, done, info = env.step(render_call("ask_user", {"question": "Budget?"}))
-    assert not done and r == 0.0 and obs.messages[-1] == {"role": "user", "content": "under 20"}
-    obs, r, done, info = env.step(render_call("find", {"query": "thing"}))
-    assert not done and obs.messages[-1]["role"] == "tool"
-    obs, r, done, info = env.step(render_call("respond", {"text": "here", "item_ids": ["a"]}))
-    assert done and r == 1.0 and info.reward is not None and info.reward.success and info.turns == 2
-    with pytest.raises(RuntimeError):
-        env.step("more")
+def _episode(scripted: Any, replies: list[str], *, max_steps: int = 3, max_turns: int = 3) -> tuple[Episode, Any]:
+    engine = scripted(replies)
+    spec = make_app(max_steps)
+    env = AppEnv(spec, _reward, _user, lambda task: {})
+    loop = AgentLoop(spec, ModelAccess(engine=engine, tokenizer=engine.tokenizer))
+    return Episode(env, loop, _task(), max_turns=max_turns), engine
 
 
-def test_env_grounding_rejection_keeps_episode_going_and_step_limit_ends_it() -> None:
-    env = AgentEnv(make_app(), _reward, _user, max_steps=2)
-    env.reset(_task())
-    _, r, done, info = env.step(render_call("respond", {"text": "x", "item_ids": ["ghost"]}))
-    assert not done and info.grounding_failures == 1
-    _, r, done, info = env.step("<tool_call>oops")
-    assert done and r == 0.0 and info.reason == "step_limit" and info.parse_errors == 1
+def test_env_multi_turn_episode_with_simulated_user(scripted: Any) -> None:
+    episode, engine = _episode(scripted, [render_call("ask_user", {"question": "Budget?"}),
+                                          render_call("find", {"query": "thing"}),
+                                          render_call("respond", {"text": "here", "item_ids": ["a"]})],
+                               max_steps=5, max_turns=2)
+    assert episode.session.messages == [{"role": "user", "content": "a thing"}]
+    assert [t["function"]["name"] for t in episode.loop.app.tools.schemas()] == ["find", "respond", "ask_user"]
+    assert engine.calls == [] and not episode.done
+    result = episode.run()
+    assert len(engine.calls) == 3
+    assert result.user_replies == ["under 20"]
+    roles = [(m["role"], m["content"]) if m["role"] == "user" else m["role"] for m in result.session.messages]
+    assert roles[:5] == [("user", "a thing"), "assistant", "tool", "assistant", ("user", "under 20")]
+    assert roles[5:7] == ["assistant", "tool"]  # the search's result came back before the answer
+    assert result.end == "answered" and result.reward.value == 1.0 and result.reward.success
+    assert len(result.turns) == 2 and not result.degraded and result.final.item_ids == ["a"]
+    assert episode.done and episode.request() is None  # over: no more model calls
 
 
-def test_env_plain_text_is_a_final_answer() -> None:
-    env = AgentEnv(make_app(), _reward, _user)
-    env.reset(_task())
-    _, r, done, info = env.step("I cannot help.")
-    assert done and r == 0.0 and info.final is not None and info.final.reply == "I cannot help."
+def test_env_grounding_rejection_keeps_episode_going_and_step_limit_ends_it(scripted: Any) -> None:
+    episode, engine = _episode(scripted, [render_call("respond", {"text": "x", "item_ids": ["ghost"]}),
+                                          "<tool_call>oops"], max_steps=2)
+    first = episode.request()
+    assert first is not None
+    episode.apply(engine.generate([first])[0][0])
+    assert not episode.done and episode.turn.result.grounding_failures == 1
+    result = episode.run()
+    turn = result.turns[-1]
+    # the step cap is per turn: the app's fallback answers (grounded items only), flagged degraded
+    assert result.degraded and turn.reason == "step_limit" and turn.parse_errors == 1 and turn.steps == 2
+    assert result.final.reply == "fallback (step_limit)" and result.final.item_ids == ["a"]
+    assert result.end == "answered" and len(engine.calls) == 2
+
+
+def test_env_plain_text_is_a_final_answer(scripted: Any) -> None:
+    episode, _ = _episode(scripted, ["I cannot help."])
+    result = episode.run()
+    assert result.end == "answered" and result.reward.value == 0.0 and not result.degraded
+    assert result.final.reply == "I cannot help."
 
 
 def test_fit_prompt_keeps_system_tools_and_first_user_and_drops_the_oldest(chat_tokenizer: Any) -> None:
@@ -231,11 +250,11 @@ def test_sids_written_as_text_are_grounded_items_and_cut_from_the_reply(scripted
     app = make_app()
     loop = AgentLoop(app, ModelAccess(engine=engine, tokenizer=engine.tokenizer),
                      Grounder(CATALOG, sid_map, _price_ok))
-    first = loop.run_turn(SessionState(), "cheap things", constraints={"price_max": 20})
+    first = loop.run_turn(SessionState(app="shopping"), "cheap things", constraints={"price_max": 20})
     # a (10) passes; b is over the price cap, sold is out of stock, <s1_9><s2_9> names nothing: 3 failures
     assert first.final.item_ids == ["a"] and first.final.reply == "Try or" and first.grounding_failures == 3
     assert not first.degraded
-    only_sid = loop.run_turn(SessionState(), "a knife")
+    only_sid = loop.run_turn(SessionState(app="shopping"), "a knife")
     assert only_sid.final.item_ids == ["k"] and only_sid.final.reply == "Here is what I found."
-    nothing = loop.run_turn(SessionState(), "the sold one")  # only an ungrounded SID: nothing to show
+    nothing = loop.run_turn(SessionState(app="shopping"), "the sold one")  # only an ungrounded SID: nothing to show
     assert nothing.degraded and nothing.reason == "empty_reply" and "sold" not in nothing.final.item_ids

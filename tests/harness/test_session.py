@@ -43,34 +43,38 @@ def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
 
 
 def test_trim_keeps_the_first_user_message_and_the_latest_ones() -> None:
-    s = SessionState(messages=msgs("user:intent", *(f"assistant:a{i}" for i in range(5)), "user:latest"))
+    s = SessionState(
+        app="shopping", messages=msgs("user:intent", *(f"assistant:a{i}" for i in range(5)), "user:latest"))
     s.trim(4)
     assert [m["content"] for m in s.messages] == ["intent", "a3", "a4", "latest"]
 
 
 def test_trim_uses_the_whole_budget_when_the_first_user_message_is_recent() -> None:
-    s = SessionState(messages=msgs("assistant:hello", "assistant:welcome", "tool:x", "user:intent", "assistant:a"))
+    s = SessionState(
+        app="shopping", messages=msgs("assistant:hello", "assistant:welcome", "tool:x", "user:intent", "assistant:a"))
     s.trim(3)
     assert [m["content"] for m in s.messages] == ["x", "intent", "a"]
-    s = SessionState(messages=msgs("assistant:hello", "assistant:welcome", "user:intent", "assistant:a"))
+    s = SessionState(
+        app="shopping", messages=msgs("assistant:hello", "assistant:welcome", "user:intent", "assistant:a"))
     s.trim(3)
     assert [m["content"] for m in s.messages] == ["welcome", "intent", "a"]
 
 
 def test_trim_without_a_user_message_keeps_the_latest_and_leaves_short_histories_alone() -> None:
-    s = SessionState(messages=msgs("assistant:a", "assistant:b", "assistant:c"))
+    s = SessionState(app="shopping", messages=msgs("assistant:a", "assistant:b", "assistant:c"))
     s.trim(2)
     assert [m["content"] for m in s.messages] == ["b", "c"]
     s.trim(5)
     assert len(s.messages) == 2
-    s = SessionState(messages=msgs("user:u", "assistant:a", "assistant:b"), shown_items=[f"i{k}" for k in range(9)])
+    s = SessionState(
+        app="shopping", messages=msgs("user:u", "assistant:a", "assistant:b"), shown_items=[f"i{k}" for k in range(9)])
     s.trim(1, max_shown=3)
     assert [m["content"] for m in s.messages] == ["b"] and s.shown_items == ["i6", "i7", "i8"]
 
 
 def test_trim_rejects_a_budget_below_one() -> None:
     with pytest.raises(ValueError, match="max_messages"):
-        SessionState(messages=msgs("user:u")).trim(0)
+        SessionState(app="shopping", messages=msgs("user:u")).trim(0)
 
 
 # --- MemorySessionStore --------------------------------------------------------------------------------------------
@@ -94,7 +98,7 @@ def test_memory_store_round_trip_stores_a_copy() -> None:
 
 def test_memory_store_trims_on_put() -> None:
     store = MemorySessionStore(max_messages=3)
-    s = SessionState(messages=msgs("user:intent", "assistant:a", "user:b", "assistant:c"))
+    s = SessionState(app="shopping", messages=msgs("user:intent", "assistant:a", "user:b", "assistant:c"))
     store.put(s)
     got = store.get(s.session_id)
     assert got is not None and [m["content"] for m in got.messages] == ["intent", "b", "c"]
@@ -102,7 +106,7 @@ def test_memory_store_trims_on_put() -> None:
 
 def test_memory_store_expires_sessions_ttl_after_their_last_write(clock: Clock) -> None:
     store = MemorySessionStore(ttl_s=10)
-    s = SessionState()
+    s = SessionState(app="shopping")
     store.put(s)
     clock.now += 8
     assert store.get(s.session_id) is not None  # a read does not extend the TTL ...
@@ -116,7 +120,7 @@ def test_memory_store_expires_sessions_ttl_after_their_last_write(clock: Clock) 
 
 def test_memory_store_len_does_not_count_expired_sessions(clock: Clock) -> None:
     store = MemorySessionStore(ttl_s=10)
-    old, new = SessionState(), SessionState()
+    old, new = SessionState(app="shopping"), SessionState(app="shopping")
     store.put(old)
     clock.now += 6
     store.put(new)
@@ -126,7 +130,7 @@ def test_memory_store_len_does_not_count_expired_sessions(clock: Clock) -> None:
 
 def test_memory_store_ttl_with_the_real_clock() -> None:
     store = MemorySessionStore(ttl_s=0.2)
-    s = SessionState()
+    s = SessionState(app="shopping")
     store.put(s)
     assert store.get(s.session_id) is not None
     time.sleep(0.3)
@@ -135,7 +139,7 @@ def test_memory_store_ttl_with_the_real_clock() -> None:
 
 def test_memory_store_evicts_the_least_recently_used_at_max_sessions() -> None:
     store = MemorySessionStore(max_sessions=3)
-    a, b, c, d = (SessionState() for _ in range(4))
+    a, b, c, d = (SessionState(app="shopping") for _ in range(4))
     for s in (a, b, c):
         store.put(s)
     assert store.get(a.session_id) is not None  # a is now the most recently used; b the least
@@ -178,7 +182,7 @@ def test_redis_round_trip_trims_and_deletes(redis_url: str, prefix: str) -> None
 @pytest.mark.integration
 def test_redis_sessions_expire_by_key_ttl(redis_url: str, prefix: str) -> None:
     store = RedisSessionStore(redis_url, prefix=prefix, ttl_s=1)
-    s = SessionState()
+    s = SessionState(app="shopping")
     store.put(s)
     assert store.get(s.session_id) is not None
     time.sleep(1.5)
@@ -188,7 +192,7 @@ def test_redis_sessions_expire_by_key_ttl(redis_url: str, prefix: str) -> None:
 @pytest.mark.integration
 def test_redis_ttl_keeps_sub_second_precision(redis_url: str, prefix: str) -> None:
     store = RedisSessionStore(redis_url, prefix=prefix, ttl_s=1.8)
-    s = SessionState()
+    s = SessionState(app="shopping")
     store.put(s)
     ttl_ms = store._redis.pttl(prefix + s.session_id)
     assert 1500 < ttl_ms <= 1800, ttl_ms
@@ -198,7 +202,7 @@ def test_redis_ttl_keeps_sub_second_precision(redis_url: str, prefix: str) -> No
 def test_two_replicas_share_sessions(redis_url: str, prefix: str) -> None:
     replica_a = RedisSessionStore(redis_url, prefix=prefix)
     replica_b = RedisSessionStore(redis_url, prefix=prefix)
-    s = SessionState(messages=msgs("user:find boots"))
+    s = SessionState(app="shopping", messages=msgs("user:find boots"))
     replica_a.put(s)
     on_b = replica_b.get(s.session_id)
     assert on_b is not None and on_b.messages == s.messages
@@ -223,7 +227,7 @@ def test_unreachable_redis_is_a_session_error_not_a_hang() -> None:
         port = s.getsockname()[1]
     store = RedisSessionStore(f"redis://127.0.0.1:{port}/0", timeout_s=0.3)
     assert not store.ping()
-    for call in (lambda: store.get("x"), lambda: store.put(SessionState()), lambda: store.delete("x"),
+    for call in (lambda: store.get("x"), lambda: store.put(SessionState(app="shopping")), lambda: store.delete("x"),
                  lambda: len(store)):
         with pytest.raises(SessionError, match="redis"):
             call()

@@ -22,24 +22,12 @@ import torch
 from transformers import LlamaForCausalLM, PreTrainedModel, PreTrainedTokenizerBase, PreTrainedTokenizerFast
 
 import training.models as models
+from harness.agent_dir import AGENT_FILE, SID_END, SID_START, ModelError, load_agent, resolve_dtype, save_agent
 from sid.build import LABELS_FILE, REPORT_FILE, SIDS_FILE
 from sid.codebook import SidMap, sid_string
 from sid.tokens import SidTokenMap, sid_vocabulary
 from training.chat_template import SMOLLM2_SYSTEM, TOOL_MARKERS, chat_template
-from training.models import (
-    AGENT_FILE,
-    CACHE_MARKER,
-    SID_END,
-    SID_START,
-    ModelError,
-    ModelUnavailable,
-    cached_model_dir,
-    load_agent,
-    load_base,
-    make_sid_aware,
-    resolve_dtype,
-    save_agent,
-)
+from training.models import CACHE_MARKER, ModelUnavailable, cached_model_dir, load_base, make_sid_aware
 from training.tiny import BOS_ID, EOS_ID, PAD_ID, UNK_ID, build_tiny
 
 # SmolLM2-135M-Instruct's own template, as its GGUF file ships it: plain chat must render the same.

@@ -20,10 +20,12 @@ from pydantic import ValidationError
 from transformers import LlamaConfig, LlamaForCausalLM
 
 from apps.shopping.agent import SYSTEM_PROMPT, shopping_tools
+from apps.shopping.sft import SOURCE, world_corpus
 from apps.shopping.world import ShoppingWorldConfig, generate_shopping_world
+from harness.agent_dir import PROTOCOL_TOKENS, load_agent
 from infra.config import ConfigError, load_config
 from sid.tokens import SidTokenMap
-from training.models import PROTOCOL_TOKENS, load_agent, load_base, make_sid_aware
+from training.models import load_base, make_sid_aware
 from training.sft import (
     CHECKPOINTS_DIR,
     METRICS_FILE,
@@ -35,7 +37,7 @@ from training.sft import (
     cosine_with_warmup,
     train_sft,
 )
-from training.sft_data import SftDataError, TrajectorySpec, world_corpus
+from training.sft_data import SftDataError, TrajectorySpec
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -72,7 +74,7 @@ def _params(model: torch.nn.Module) -> dict[str, torch.Tensor]:
 
 
 def _trained(cfg: SFTConfig, stop_at: int | None = None) -> SFTTrainer:
-    trainer = SFTTrainer(cfg)
+    trainer = SFTTrainer(cfg, SOURCE)
     trainer.setup()
     trainer.train(stop_at=stop_at)
     trainer.close()
@@ -87,7 +89,7 @@ def test_cosine_with_warmup_by_hand() -> None:
 
 
 def test_full_finetune_trains_logs_checkpoints_and_exports(env: dict[str, Path], tmp_path: Path) -> None:
-    trainer = SFTTrainer(_cfg(env, tmp_path / "run", max_steps=8, save_every=4, eval_every=4))
+    trainer = SFTTrainer(_cfg(env, tmp_path / "run", max_steps=8, save_every=4, eval_every=4), SOURCE)
     trainer.setup()
     before, loss0 = _params(trainer.model), trainer.evaluate()
     result = trainer.train()
@@ -124,7 +126,7 @@ def test_lora_trains_sid_rows_and_head_and_freezes_the_base(env: dict[str, Path]
     base_name = "tiny" if base == "tiny" else str(env["untied"])
     cfg = _cfg(env, tmp_path / "run", base=base_name, lr=1e-2,
                lora={"r": 4, "alpha": 8, "dropout": 0.0, "embeddings": embeddings})
-    trainer = SFTTrainer(cfg)
+    trainer = SFTTrainer(cfg, SOURCE)
     trainer.setup()
     frozen = {n: p.detach().clone() for n, p in trainer.model.named_parameters() if not p.requires_grad}
     trainable = {n: p.detach().clone() for n, p in trainer.model.named_parameters() if p.requires_grad}
@@ -157,10 +159,10 @@ def test_resume_after_kill_gives_identical_parameters(env: dict[str, Path], tmp_
     killed = _cfg(env, tmp_path / "killed", save_every=3, lora=lora)
     _trained(killed, stop_at=5)  # checkpoint at 3, steps 4-5 lost with the "killed" process
     with pytest.raises(SFTError, match="pass --resume"):
-        SFTTrainer(killed).setup()
+        SFTTrainer(killed, SOURCE).setup()
     with pytest.raises(ResumeError, match="lr"):
-        SFTTrainer(killed.model_copy(update={"resume": True, "lr": 1e-4})).setup()
-    resumed = SFTTrainer(killed.model_copy(update={"resume": True}))
+        SFTTrainer(killed.model_copy(update={"resume": True, "lr": 1e-4}), SOURCE).setup()
+    resumed = SFTTrainer(killed.model_copy(update={"resume": True}), SOURCE)
     resumed.setup()
     assert resumed.step == 3
     result = resumed.train()
@@ -193,7 +195,7 @@ def test_trajectories_train_behind_the_knob(env: dict[str, Path], tmp_path: Path
         _cfg(env, tmp_path, trajectories_per_task=1)
     assert _cfg(env, tmp_path, trajectory_spec=spec).trajectory_spec is None  # the knob is off by default
     with pytest.raises(SftDataError, match="raise max_seq_len"):  # 128 tokens cannot hold the tool schemas
-        SFTTrainer(_cfg(env, tmp_path / "short", trajectories_per_task=1, trajectory_spec=spec)).setup()
+        SFTTrainer(_cfg(env, tmp_path / "short", trajectories_per_task=1, trajectory_spec=spec), SOURCE).setup()
     cfg = _cfg(env, tmp_path / "run", trajectories_per_task=1, trajectory_spec=spec, max_seq_len=4096, max_steps=2,
                batch_size=2, eval_max=4, align_items=5)
     trainer = _trained(cfg)
@@ -210,8 +212,8 @@ def test_trajectories_train_behind_the_knob(env: dict[str, Path], tmp_path: Path
 @pytest.mark.integration
 def test_two_ray_workers_match_one_worker(env: dict[str, Path], tmp_path: Path) -> None:
     common = {"max_steps": 3, "batch_size": 4, "grad_accum": 2, "save_every": 0}
-    one = train_sft(_cfg(env, tmp_path / "one", **common))
-    two = train_sft(_cfg(env, tmp_path / "two", workers=2, **common))
+    one = train_sft(_cfg(env, tmp_path / "one", **common), SOURCE)
+    two = train_sft(_cfg(env, tmp_path / "two", workers=2, **common), SOURCE)
     assert one.finished and two.finished and two.step == 3 and two.tokens == one.tokens
     a = load_agent(tmp_path / "one" / "final").model.state_dict()
     b = load_agent(tmp_path / "two" / "final").model.state_dict()
@@ -238,7 +240,7 @@ def test_cli_train_sft_end_to_end(env: dict[str, Path], tmp_path: Path) -> None:
 
 
 def test_bf16_autocast_trains(env: dict[str, Path], tmp_path: Path) -> None:
-    trainer = SFTTrainer(_cfg(env, tmp_path / "run", precision="bf16", max_steps=3))
+    trainer = SFTTrainer(_cfg(env, tmp_path / "run", precision="bf16", max_steps=3), SOURCE)
     trainer.setup()
     before = _params(trainer.model)
     result = trainer.train()

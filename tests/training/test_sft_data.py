@@ -14,29 +14,24 @@ import pytest
 import torch
 from transformers import LlamaForCausalLM, PreTrainedTokenizerBase
 
+from apps.shopping.sft import (
+    ALIGN_KINDS,
+    alignment_examples,
+    build_shopping_sft,
+    intent_examples,
+    intent_prompt,
+    load_tasks,
+    prefix_examples,
+    world_corpus,
+)
 from apps.shopping.world import ShoppingWorldConfig, generate_shopping_world
+from harness.agent_dir import SID_END, SID_START
 from harness.catalog import Catalog
 from harness.tasks import Task
 from sid.build import SIDS_FILE
 from sid.codebook import SidMap
-from training.models import SID_END, SID_START, load_base, make_sid_aware
-from training.sft_data import (
-    ALIGN_KINDS,
-    IGNORE,
-    ChatExample,
-    alignment_examples,
-    build_shopping_sft,
-    collate,
-    encode_example,
-    intent_examples,
-    intent_prompt,
-    is_held_out,
-    load_tasks,
-    pack_examples,
-    prefix_examples,
-    sid_span,
-    world_corpus,
-)
+from training.models import load_base, make_sid_aware
+from training.sft_data import IGNORE, ChatExample, collate, encode_example, is_held_out, pack_examples, sid_span
 
 
 @pytest.fixture(scope="module")

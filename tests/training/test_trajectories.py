@@ -13,13 +13,22 @@ from typing import Any
 
 import pytest
 import torch
-from pydantic import ValidationError
 from transformers import PreTrainedTokenizerBase
 
 from apps.shopping.agent import SYSTEM_PROMPT, item_card, shopping_app, shopping_tools, sid_resources
-from apps.shopping.constraints import item_matches
+from apps.shopping.constraints import hidden_constraints_text, item_matches
+from apps.shopping.sft import (
+    breaks_constraints,
+    build_shopping_sft,
+    check_spec,
+    clarifying_question,
+    load_tasks,
+    trajectory_examples,
+    world_corpus,
+)
 from apps.shopping.world import ShoppingWorldConfig, generate_shopping_world
 from harness.agent import AgentLoop, LoopConfig, ModelAccess
+from harness.agent_dir import SID_END, SID_START
 from harness.catalog import Catalog
 from harness.protocol import ToolCall, ToolResult, parse_reply, render_call
 from harness.session import SessionState
@@ -28,22 +37,15 @@ from infra.engines.base import Completion, GenerationRequest
 from sid.build import SIDS_FILE
 from sid.codebook import SidMap
 from sid.tokens import SidTokenMap
-from training.models import SID_END, SID_START, load_base, make_sid_aware
+from training.models import load_base, make_sid_aware
 from training.sft_data import (
     IGNORE,
     TRAJ_PREFIX,
     ChatExample,
     SftDataError,
     TrajectorySpec,
-    breaks_constraints,
-    build_shopping_sft,
-    clarifying_question,
     encode_example,
-    hidden_constraints_text,
     is_held_out,
-    load_tasks,
-    trajectory_examples,
-    world_corpus,
 )
 
 SPEC = TrajectorySpec(system_prompt=SYSTEM_PROMPT, tools=shopping_tools().schemas())
@@ -105,8 +107,9 @@ def _result(message: dict[str, Any]) -> dict[str, Any]:
 
 # ------------------------------------------------------------------------------------------------ shapes
 def test_spec_must_declare_the_tools_trajectories_call() -> None:
-    with pytest.raises(ValidationError, match="respond"):
-        TrajectorySpec(system_prompt="hi", tools=shopping_tools().schemas(only=["sid_retrieve", "ask_user", "bundle"]))
+    with pytest.raises(SftDataError, match="respond"):
+        check_spec(TrajectorySpec(system_prompt="hi",
+                                  tools=shopping_tools().schemas(only=["sid_retrieve", "ask_user", "bundle"])))
     assert SPEC.corpus()[0] == SYSTEM_PROMPT and len(SPEC.corpus()) == 1 + len(SPEC.tools)
 
 
@@ -250,11 +253,16 @@ class ReplayEngine:
         for req in requests:
             self.prompts.append(list(req.prompt))  # type: ignore[arg-type]  # the loop sends token ids
             reply = self.replies.pop(0)
-            rows = [(r, "") for r in reply] if isinstance(reply, list) else [([3], reply)]
+            # a text reply comes back as the tokens that spell it, closed by eos: the loop feeds them back token
+            # for token into the next prompt
+            rows = [(r, "") for r in reply] if isinstance(reply, list) else [(self._ids(reply), reply)]
             out.append([Completion(request_id=req.request_id, index=k, token_ids=ids, text=text,
                                    logprobs=[0.0] * len(ids), finish_reason="eos", prompt_tokens=1, latency_ms=1.0,
                                    weights_version=0) for k, (ids, text) in enumerate(rows)])
         return out
+
+    def _ids(self, text: str) -> list[int]:
+        return [int(i) for i in self._tok(text + self._tok.eos_token, add_special_tokens=False)["input_ids"]]
 
     def update_weights(self, state_dict: Mapping[str, torch.Tensor], version: int) -> None: ...
 
@@ -296,7 +304,7 @@ def test_the_agent_loop_renders_and_writes_the_same_conversation(
     # the default max_prompt_tokens (2048) cuts the left of these prompts: the tools alone are ~1.8k tiny tokens
     loop = AgentLoop(shopping_app(world.catalog), ModelAccess(engine=engine, tokenizer=tok, sid=sid),
                      config=LoopConfig(max_prompt_tokens=8192))
-    session = SessionState()
+    session = SessionState(app="shopping")
     users = [m["content"] for m in ex.messages if m["role"] == "user"]
     for text in users:
         result = loop.run_turn(session, text, constraints=task.constraints)

@@ -64,7 +64,8 @@ class RLConfig(BaseModel):
     world: Path | None = Field(None, description="`sidekick train rl`: the world the environment runs over.")
     tasks: Path | None = Field(None, description="`sidekick train rl`: tasks to train on (a tasks.jsonl or a "
                                                  "directory holding one); None = the world's.")
-    app: str = Field("shopping", description="`sidekick train rl`: the app whose environment and reward are used.")
+    app: str | None = Field(None, description="`sidekick train rl`: the app (a name in the app table) whose "
+                            "environment and reward are used; required there.")
     max_tasks: int = Field(-1, ge=-1, description="`sidekick train rl`: the first N tasks only; -1 = all.")
     steps: int = Field(20, ge=1, description="Policy updates.")
     groups_per_step: int = Field(8, ge=1, description="Task groups in one update.")

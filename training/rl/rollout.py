@@ -1,11 +1,16 @@
-"""Multi-turn rollouts through the harness environment: episodes run in lockstep, one batched engine call a step.
+"""Multi-turn rollouts through the one episode loop: episodes run in lockstep, one batched engine call a step.
 
-Each episode is an :class:`~harness.env.AgentEnv` over the app (the same loop serving runs: tools,
-grounding, SID-constrained decoding, the simulated user, the reward). Every step, the prompts of the
-episodes still running go to the engine in one ``generate`` call; each completion is applied with
-``env.step`` and its tokens recorded token in, token out (:mod:`training.rl.trajectory`). An episode
-ends on a final answer, at ``max_steps`` actions, or when its sequence would pass ``max_seq_len``
-(reward 0, reason ``"seq_limit"``).
+Each episode is a :class:`~harness.env.Episode` over the app — the loop serving runs and offline
+evaluation replays: tools, grounding, SID-constrained decoding, the step cap per turn, prompt
+trimming, the fallback on an empty reply, the simulated user, the reward. Every step, the requests of
+the episodes still running go to the engine in one ``generate`` call and each completion is applied
+to its episode. The trajectory is built afterwards from the episode's model calls, token in, token out
+(:func:`trajectory_of`): the prompts the harness sent are the context, the sampled tokens the actions.
+
+An episode whose answer came from the app's fallback (the model wrote nothing usable, ran out of
+steps or of room) keeps the served reward and success for reporting, but is trained on with
+``degraded_reward`` (default 0): the model must not learn that emptiness pays because the fallback's
+answer was good.
 
 Used by the environment workers of the RL runtime and, without Ray, by the cascade's probe.
 """
@@ -20,11 +25,12 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from harness.agent import AppSpec, ModelAccess, render_ids
-from harness.env import AgentEnv, Observation, RewardFn, StepInfo, UserFn
+from harness.agent import AgentLoop, LoopConfig, ModelAccess, ModelCall
+from harness.env import AppEnv, Episode
 from harness.tasks import Task
-from infra.engines.base import Completion, GenerationRequest, SamplingParams
-from training.rl.trajectory import SequenceBuilder, Trajectory, context_delta
+from infra.engines import EngineSettings
+from infra.engines.base import Completion
+from training.rl.trajectory import SequenceBuilder, Trajectory
 
 
 class RolloutSettings(BaseModel):
@@ -35,19 +41,16 @@ class RolloutSettings(BaseModel):
     temperature: float = Field(1.0, ge=0.0, description="Sampling temperature of the policy; 0 = greedy.")
     top_p: float = Field(1.0, gt=0.0, le=1.0, description="Nucleus mass; 1 = off.")
     max_new_tokens: int = Field(64, ge=1, description="Token cap of one model action.")
-    max_steps: int = Field(3, ge=1, description="Model actions per episode.")
+    max_steps: int | None = Field(None, ge=1, description="Model actions per user turn (then the fallback "
+                                  "answers, as served); None = the app's own step cap (what serving uses).")
     max_turns: int = Field(2, ge=1, description="User turns per episode (the simulated user answers questions).")
-    max_seq_len: int = Field(6144, ge=64, description="Longest trajectory in tokens; longer episodes end with "
-                                                      "reward 0 (reason 'seq_limit').")
-
-
-@dataclass(frozen=True)
-class EnvApp:
-    """One app as an RL environment needs it: its spec, reward and simulated user."""
-
-    spec: AppSpec
-    reward_fn: RewardFn
-    user_fn: UserFn
+    max_seq_len: int = Field(6144, ge=64, description="Longest prompt + action in tokens: prompts longer than "
+                             "max_seq_len - max_new_tokens are trimmed as serving trims them (oldest messages "
+                             "first), or the turn falls back (reason 'prompt_too_long').")
+    degraded_reward: float = Field(0.0, ge=0.0, le=1.0, description="Share of the reward an episode answered by "
+                                   "the app's fallback is trained on (0 = none; success is still reported).")
+    engine: EngineSettings = Field(default_factory=lambda: EngineSettings(dtype="fp32"),
+                                   description="The rollout engine (backend hf | vllm), built by the one factory.")
 
 
 @dataclass(frozen=True)
@@ -66,53 +69,54 @@ def episode_seed(seed: int, *parts: Any) -> int:
     return int.from_bytes(hashlib.blake2b(key, digest_size=4).digest(), "little") & 0x7FFFFFFF
 
 
-class _Episode:
-    def __init__(self, job: EpisodeJob, app: EnvApp, model: ModelAccess, settings: RolloutSettings) -> None:
-        self.job, self.model, self.settings = job, model, settings
-        self.env = AgentEnv(app.spec, app.reward_fn, app.user_fn, model=model, max_steps=settings.max_steps,
-                            max_turns=settings.max_turns)
-        self.obs: Observation = self.env.reset(job.task)
-        self.seq = SequenceBuilder(render_ids(model.tokenizer, self.obs.messages, self.obs.tools))
-        self.info: StepInfo | None = None
-        self.reward = 0.0
-        self.done = False
-        self.reason: str | None = None
+def loop_config(settings: RolloutSettings, seed: int) -> LoopConfig:
+    """The agent loop's knobs for one rollout episode (sampling seeded per episode; each call derives its own)."""
+    return LoopConfig(max_new_tokens=settings.max_new_tokens, temperature=settings.temperature, top_p=settings.top_p,
+                      seed=seed, min_new_tokens=1,
+                      max_prompt_tokens=max(16, settings.max_seq_len - settings.max_new_tokens))
 
-    def request(self) -> GenerationRequest:
-        s = self.settings
-        room = s.max_seq_len - len(self.seq.tokens)
-        params = SamplingParams(max_new_tokens=max(1, min(s.max_new_tokens, room)), temperature=s.temperature,
-                                top_p=s.top_p, seed=episode_seed(self.job.seed, len(self.seq.versions)))
-        return GenerationRequest(prompt=list(self.seq.tokens), params=params, constraint=self.env.sid_constraint())
 
-    def apply(self, completion: Completion, eos_id: int) -> None:
-        self.seq.add_completion(completion.token_ids, completion.logprobs, completion.weights_version)
-        n_before = len(self.obs.messages)
-        self.obs, reward, done, info = self.env.step(completion.text)
-        self.info = info
-        if done:
-            self.done, self.reward, self.reason = True, reward, info.reason
-            return
-        if completion.finish_reason != "eos":  # cut at the cap: close the turn as the template would
-            self.seq.add_context([eos_id])
-        delta = context_delta(self.model.tokenizer, self.obs.messages, n_before, self.obs.tools)
-        ids = self.model.tokenizer(delta, add_special_tokens=False)["input_ids"]
-        if len(self.seq.tokens) + len(ids) >= self.settings.max_seq_len:
-            self.done, self.reward, self.reason = True, 0.0, "seq_limit"
-            return
-        self.seq.add_context(ids)
+def start_episode(job: EpisodeJob, app: AppEnv, model: ModelAccess, settings: RolloutSettings) -> Episode:
+    spec = app.spec if settings.max_steps is None else dataclasses.replace(app.spec, max_steps=settings.max_steps)
+    env = dataclasses.replace(app, spec=spec) if spec is not app.spec else app
+    loop = AgentLoop(spec, model, config=loop_config(settings, job.seed))
+    return Episode(env, loop, job.task, max_turns=settings.max_turns)
 
-    def trajectory(self) -> Trajectory:
-        info, r = self.info, self.info.reward if self.info is not None else None
-        final = info.final if info is not None else None
-        success = r is not None and r.success and self.reason != "seq_limit"
-        return Trajectory(
-            task_id=self.job.task.task_id, group=self.job.group, sample=self.job.sample, tokens=self.seq.tokens,
-            mask=self.seq.mask, logprobs=self.seq.logprobs, chunks=self.seq.chunks, versions=self.seq.versions,
-            reward=float(self.reward), success=bool(success),
-            parts=dict(r.parts) if r is not None else {}, steps=len(self.seq.versions), reason=self.reason,
-            item_ids=list(final.item_ids) if final is not None else [], reply=final.reply if final is not None else "",
-            messages=[dict(m) for m in self.obs.messages[1:]])
+
+def trajectory_of(job: EpisodeJob, episode: Episode, settings: RolloutSettings) -> Trajectory:
+    """The finished episode as one training sample: the last prompt the harness built extends every earlier one
+    (token in, token out); when the harness re-rendered a prompt (trimmed), the sample restarts there."""
+    calls: list[ModelCall] = episode.model_calls()
+    result = episode.result
+    assert result is not None, "the episode is still running"
+    seq: SequenceBuilder | None = None
+    for call in calls:
+        if seq is None or call.prompt_ids[:len(seq.tokens)] != seq.tokens:
+            seq = SequenceBuilder(call.prompt_ids)
+        else:
+            seq.add_context(call.prompt_ids[len(seq.tokens):])
+        c = call.completion
+        seq.add_completion(c.token_ids, c.logprobs, c.weights_version)
+    if seq is None:  # the episode ended before any model call (the fallback answered): one inert token
+        eos = getattr(episode.loop.model.tokenizer, "eos_token_id", 0) if episode.loop.model else 0
+        seq = SequenceBuilder([int(eos or 0)])
+    degraded = result.degraded
+    reward = result.reward.value * (settings.degraded_reward if degraded else 1.0)
+    final, turns = result.final, result.turns
+    return Trajectory(
+        task_id=job.task.task_id, group=job.group, sample=job.sample, tokens=seq.tokens,
+        mask=seq.mask, logprobs=seq.logprobs, chunks=seq.chunks, versions=seq.versions, reward=float(reward),
+        success=bool(result.reward.success),
+        parts=dict(result.reward.parts), steps=len(calls),
+        reason=turns[-1].reason if degraded else (None if result.end == "answered" else result.end),
+        item_ids=list(final.item_ids), reply=final.reply, degraded=degraded,
+        messages=[dict(m) for m in result.session.messages])
+
+
+class _Running:
+    def __init__(self, job: EpisodeJob, episode: Episode) -> None:
+        self.job, self.episode = job, episode
+        self.pending: Any = None
 
 
 class EpisodePool:
@@ -122,57 +126,55 @@ class EpisodePool:
     carry the unfinished long tail into its next round (tail handling) without losing any state.
     """
 
-    def __init__(self, app: EnvApp, model: ModelAccess, settings: RolloutSettings) -> None:
-        eos = model.tokenizer.eos_token_id
-        if eos is None:
-            raise ValueError("the tokenizer has no eos token: cannot close a turn cut at its token cap")
-        self.app, self.model, self.settings, self.eos = app, model, settings, int(eos)
-        self._episodes: list[_Episode] = []
+    def __init__(self, app: AppEnv, model: ModelAccess, settings: RolloutSettings) -> None:
+        self.app, self.model, self.settings = app, model, settings
+        self._episodes: list[_Running] = []
 
     @property
     def running(self) -> int:
-        return sum(not ep.done for ep in self._episodes)
+        return sum(not r.episode.done for r in self._episodes)
 
     @property
     def finished(self) -> int:
-        return sum(ep.done for ep in self._episodes)
+        return sum(r.episode.done for r in self._episodes)
 
     def add(self, jobs: Sequence[EpisodeJob]) -> None:
-        for job in jobs:
-            ep = _Episode(job, self.app, self.model, self.settings)
-            if len(ep.seq.tokens) >= self.settings.max_seq_len:
-                ep.done, ep.reason = True, "seq_limit"
-            self._episodes.append(ep)
+        self._episodes += [_Running(job, start_episode(job, self.app, self.model, self.settings)) for job in jobs]
 
     def step(self) -> int:
         """Advance every running episode by one model action; returns how many ran."""
-        active = [ep for ep in self._episodes if not ep.done]
+        active = []
+        for r in self._episodes:
+            if not r.episode.done:
+                r.pending = r.episode.request()  # None: the episode ended without the model (fallback)
+                if r.pending is not None:
+                    active.append(r)
         if not active:
             return 0
-        completions = self.model.engine.generate([ep.request() for ep in active])
-        for ep, outs in zip(active, completions, strict=True):
-            ep.apply(outs[0], self.eos)
+        completions = self.model.engine.generate([r.pending for r in active])
+        for r, outs in zip(active, completions, strict=True):
+            r.episode.apply(outs[0])
         return len(active)
 
     def pop_finished(self) -> list[Trajectory]:
-        done = [ep for ep in self._episodes if ep.done]
-        self._episodes = [ep for ep in self._episodes if not ep.done]
-        return [ep.trajectory() for ep in done]
+        done = [r for r in self._episodes if r.episode.done]
+        self._episodes = [r for r in self._episodes if not r.episode.done]
+        return [trajectory_of(r.job, r.episode, self.settings) for r in done]
 
     def pending_jobs(self) -> list[EpisodeJob]:
-        return [ep.job for ep in self._episodes if not ep.done]
+        return [r.job for r in self._episodes if not r.episode.done]
 
 
-Teacher = Callable[[AgentEnv, ModelAccess], str]
-"""A scripted policy: the assistant message to send in the environment's current state."""
+Teacher = Callable[[Episode, ModelAccess], str]
+"""A scripted policy: the assistant message to send in the episode's current state."""
 
 
-def fallback_teacher(env: AgentEnv, model: ModelAccess) -> str:
+def fallback_teacher(episode: Episode, model: ModelAccess) -> str:
     """The app's own retrieval without the model (its fallback's catalog search under the request's filters:
     BM25 for shopping) as a teacher that answers natively in item space: its top item's SID, written as the
     policy writes one (``<|sid_start|><s1_..>..<|sid_end|>``), or its reply text when it has no item or no
     SIDs. Without the model, so the teacher does not inherit the student's mistakes."""
-    final = env.app.fallback(dataclasses.replace(env.context(), model=None), "teacher")
+    final = episode.env.spec.fallback(dataclasses.replace(episode.context(), model=None), "teacher")
     sid = model.sid
     if sid is None or not final.item_ids:
         return final.reply
@@ -181,7 +183,7 @@ def fallback_teacher(env: AgentEnv, model: ModelAccess) -> str:
     return f"{start}{sid.sid_map.sid_of(final.item_ids[0])}{end}"
 
 
-def teacher_episodes(jobs: Sequence[EpisodeJob], app: EnvApp, model: ModelAccess, settings: RolloutSettings,
+def teacher_episodes(jobs: Sequence[EpisodeJob], app: AppEnv, model: ModelAccess, settings: RolloutSettings,
                      teacher: Teacher = fallback_teacher) -> list[Trajectory]:
     """Episodes acted by ``teacher`` instead of the engine, recorded token in, token out like the policy's
     (its messages tokenised, mask 1, log-probs 0): rejection-sampling fine-tuning data in the exact served
@@ -189,18 +191,18 @@ def teacher_episodes(jobs: Sequence[EpisodeJob], app: EnvApp, model: ModelAccess
     eos = model.tokenizer.eos_token
     out = []
     for job in jobs:
-        ep = _Episode(job, app, model, settings)
-        while not ep.done:
-            text = teacher(ep.env, model)
+        episode = start_episode(job, app, model, settings)
+        while (request := episode.request()) is not None:
+            text = teacher(episode, model)
             ids = [int(i) for i in model.tokenizer(text + eos, add_special_tokens=False)["input_ids"]]
-            ep.apply(Completion(request_id="teacher", index=0, token_ids=ids, text=text, logprobs=[0.0] * len(ids),
-                                finish_reason="eos", prompt_tokens=len(ep.seq.tokens), latency_ms=0.0,
-                                weights_version=-1), int(model.tokenizer.eos_token_id))
-        out.append(ep.trajectory())
+            episode.apply(Completion(request_id="teacher", index=0, token_ids=ids, text=text,
+                                     logprobs=[0.0] * len(ids), finish_reason="eos", prompt_tokens=len(request.prompt),
+                                     latency_ms=0.0, weights_version=-1))
+        out.append(trajectory_of(job, episode, settings))
     return out
 
 
-def run_episodes(jobs: Sequence[EpisodeJob], app: EnvApp, model: ModelAccess, settings: RolloutSettings,
+def run_episodes(jobs: Sequence[EpisodeJob], app: AppEnv, model: ModelAccess, settings: RolloutSettings,
                  on_step: Callable[[int], None] | None = None) -> list[Trajectory]:
     """Run ``jobs`` to the end in lockstep; one trajectory per job, in job order."""
     pool = EpisodePool(app, model, settings)

@@ -9,8 +9,9 @@ from the tokens the model actually sampled, and then the behaviour log-probs no 
     mask:  0 |            1 |         0 |            1 | ... |            1
 
 ``context_k`` is the chat template's rendering of what came back after step ``k-1`` (tool results,
-the simulated user's answer) up to the next assistant generation prompt; :func:`context_delta`
-computes it from the rendered chat. Only completion tokens carry a loss: ``mask`` is 1 on them and 0
+the simulated user's answer) up to the next assistant generation prompt; the harness computes it
+(:func:`harness.agent.context_delta`) and every prompt it sends extends the previous one by it.
+Only completion tokens carry a loss: ``mask`` is 1 on them and 0
 on prompt, tool output, user text and the eos the harness appends to a completion cut at its token cap.
 
 :func:`pack` right-pads a list of trajectories into the (B, T) tensors the losses in
@@ -44,6 +45,7 @@ class Trajectory:
     parts: dict[str, float] = field(default_factory=dict)
     steps: int = 0
     reason: str | None = None
+    degraded: bool = False
     item_ids: list[str] = field(default_factory=list)
     reply: str = ""
     messages: list[dict[str, Any]] = field(default_factory=list)
@@ -93,25 +95,6 @@ class SequenceBuilder:
         self.mask.extend([0] * len(token_ids))
         self.logprobs.extend([0.0] * len(token_ids))
         self.chunks.extend([-1] * len(token_ids))
-
-
-def context_delta(tokenizer: Any, messages: list[dict[str, Any]], n_before: int, tools: list[dict[str, Any]]) -> str:
-    """The template text after the assistant message ``messages[n_before]``'s closing ``<|im_end|>``, up to and
-    including the next generation prompt: what the next step's prompt adds beyond the completion.
-
-    ``messages[:n_before]`` is what the policy was prompted with, ``messages[n_before]`` its message as the
-    harness recorded it, the rest what came back. The completion ends in its own ``<|im_end|>`` (the eos);
-    the template's text from there on is appended as context.
-    """
-    eos = tokenizer.eos_token or "<|im_end|>"
-    head = tokenizer.apply_chat_template(messages[:n_before + 1], tools=tools or None, add_generation_prompt=False,
-                                         tokenize=False)
-    full = tokenizer.apply_chat_template(messages, tools=tools or None, add_generation_prompt=True, tokenize=False)
-    cut = head.rfind(eos)
-    if cut < 0 or not full.startswith(head[:cut + len(eos)]):
-        raise ValueError("the chat template does not render the conversation append-only: cannot extend the "
-                         "rollout token for token")
-    return full[cut + len(eos):]
 
 
 @dataclass

@@ -28,15 +28,15 @@ import numpy as np
 import torch
 
 from harness.agent import ModelAccess, SidResources
-from infra.engines.hf import HFEngine
-from training.models import Agent, load_agent, save_agent
-from training.rl.rollout import EnvApp, EpisodeJob, EpisodePool, RolloutSettings, run_episodes, teacher_episodes
+from harness.agent_dir import Agent, agent_engine, load_agent, save_agent
+from harness.env import AppEnv
+from training.rl.rollout import EpisodeJob, EpisodePool, RolloutSettings, run_episodes, teacher_episodes
 from training.rl.trainer import PolicyTrainer, TrainerSettings, state_from_numpy
 from training.rl.trajectory import Trajectory
 
-EnvFactory = Callable[[], EnvApp]
+EnvFactory = Callable[[], AppEnv]
 """Builds the app's environment parts in the worker process (picklable: a module function or a partial)."""
-SidFactory = Callable[[EnvApp, Agent], SidResources | None]
+SidFactory = Callable[[AppEnv, Agent], SidResources | None]
 """SID retrieval for the policy over the app's catalog (None = the app has none)."""
 CKPT_FORMAT = "sidekick.rl-checkpoint/1"
 
@@ -50,7 +50,7 @@ class EnvWorker:
             torch.set_num_threads(threads)
         self.app = env_factory()
         agent = load_agent(Path(agent_dir))
-        engine = HFEngine(agent.model, agent.tokenizer, dtype="fp32", max_batch_size=max_batch_size)
+        engine = agent_engine(agent, settings.engine.model_copy(update={"max_batch_size": max_batch_size}))
         sid = sid_factory(self.app, agent) if sid_factory is not None else None
         self.model = ModelAccess(engine=engine, tokenizer=agent.tokenizer, sid=sid)
         self.settings = settings

@@ -26,7 +26,7 @@ BOOTS = ["Outdoor", "Footwear", "Hiking boots"]
 
 def _ctx(app: AppSpec, *, model: ModelAccess | None = None, constraints: dict[str, Any] | None = None,
          user: str = "I need hiking boots") -> TurnContext:
-    session = SessionState(messages=[{"role": "user", "content": user}])
+    session = SessionState(app="shopping", messages=[{"role": "user", "content": user}])
     return TurnContext(app=app, session=session, constraints=constraints or {}, budget=Budget(5000), model=model)
 
 
@@ -204,7 +204,7 @@ def test_loop_search_then_respond(catalog: Catalog, scripted: Any) -> None:
     engine = scripted([render_call("search_catalog", {"query": "waterproof boots", "price_max": 100}),
                        "Here you go.\n" + render_call("respond", {"text": "The Northpeak boots.", "item_ids": ["b1"]})])
     loop = AgentLoop(shopping_app(catalog), ModelAccess(engine, engine.tokenizer))
-    result = loop.run_turn(SessionState(), "waterproof boots under 100")
+    result = loop.run_turn(SessionState(app="shopping"), "waterproof boots under 100")
     assert not result.degraded and result.steps == 2 and result.tool_calls == 2
     assert result.final.item_ids == ["b1"] and result.final.reply == "The Northpeak boots."
     tool_msgs = [m for m in result.trace if m["role"] == "tool"]
@@ -215,7 +215,7 @@ def test_loop_rejects_unknown_and_sold_out_items(catalog: Catalog, scripted: Any
     engine = scripted([render_call("respond", {"text": "Buy these", "item_ids": ["b3", "ghost"]}),
                        render_call("respond", {"text": "Buy this", "item_ids": ["b2"]})])
     loop = AgentLoop(shopping_app(catalog), ModelAccess(engine, engine.tokenizer))
-    result = loop.run_turn(SessionState(), "boots")
+    result = loop.run_turn(SessionState(app="shopping"), "boots")
     assert result.final.item_ids == ["b2"] and result.grounding_failures == 2 and not result.degraded
     rejection = next(m for m in result.trace if m["role"] == "tool")
     assert "out of stock" in rejection["content"] and "ghost" in rejection["content"]
@@ -225,7 +225,7 @@ def test_loop_out_of_steps_falls_back_to_grounded_items_only(catalog: Catalog, s
     bad = render_call("respond", {"text": "Buy it", "item_ids": ["b3"]})
     engine = scripted([bad, bad])
     loop = AgentLoop(shopping_app(catalog, max_steps=2), ModelAccess(engine, engine.tokenizer))
-    result = loop.run_turn(SessionState(), "red hiking boots", constraints={"category": BOOTS})
+    result = loop.run_turn(SessionState(app="shopping"), "red hiking boots", constraints={"category": BOOTS})
     assert result.degraded and result.reason == "step_limit" and len(engine.calls) == 2
     assert result.final.item_ids and "b3" not in result.final.item_ids
     assert set(result.final.item_ids) <= {"b1", "b2"}
@@ -250,9 +250,9 @@ def test_sid_strings_name_items_in_get_item_and_respond(catalog: Catalog, script
 
 def test_sid_retrieve_with_a_real_tiny_engine(catalog: Catalog) -> None:
     """The HF engine's beam search under the SID constraint: every beam is a live, in-stock, filtered item."""
+    from harness.agent_dir import SID_END, SID_START
     from infra.engines.hf import HFEngine
     from sid.tokens import add_sid_tokens, sid_vocabulary
-    from training.models import SID_END, SID_START
     from training.tiny import build_tiny
 
     model, tok = build_tiny([i.title for i in catalog] + ["I need hiking boots"], vocab_size=400)

@@ -1,4 +1,4 @@
-"""The shopping reward (WebShop-style) on hand-computed cases, the simulated shopper, and one AgentEnv episode.
+"""The shopping reward (WebShop-style) on hand-computed cases, the simulated shopper, and one Episode.
 
 Run: .venv/bin/python -m pytest tests/apps/shopping -q
 """
@@ -11,9 +11,10 @@ import pytest
 
 from apps.shopping.agent import shopping_app
 from apps.shopping.env import NUDGE, reward, reward_fn, simulated_user, type_score
-from harness.agent import Final
+from apps.shopping.kit import request
+from harness.agent import AgentLoop, Final, ModelAccess
 from harness.catalog import Catalog
-from harness.env import AgentEnv
+from harness.env import AppEnv, Episode
 from harness.protocol import render_call
 from harness.tasks import Task
 
@@ -103,13 +104,14 @@ def test_simulated_user_answers_questions_from_the_hidden_constraints() -> None:
     assert simulated_user(VAGUE, "Any colour?") == "No preference. " + NUDGE
 
 
-def test_env_episode_clarify_search_respond(catalog: Catalog) -> None:
-    env = AgentEnv(shopping_app(catalog), reward_fn(catalog), simulated_user, max_steps=4)
-    env.reset(MULTI)
-    obs, r, done, _ = env.step(render_call("ask_user", {"question": "Which colour and brand, and your budget?"}))
-    assert not done and obs.messages[-1] == {"role": "user", "content": "I'd like it in black, from Northpeak, "
-                                                                          "under $95."}
-    _, _, done, _ = env.step(render_call("search_catalog", {"query": "black Northpeak boots", "price_max": 95}))
-    assert not done
-    _, r, done, info = env.step(render_call("respond", {"text": "These fit.", "item_ids": ["b1"]}))
-    assert done and r == 1.0 and info.reward is not None and info.reward.success
+def test_env_episode_clarify_search_respond(catalog: Catalog, scripted: Any) -> None:
+    engine = scripted([render_call("ask_user", {"question": "Which colour and brand, and your budget?"}),
+                       render_call("search_catalog", {"query": "black Northpeak boots", "price_max": 95}),
+                       render_call("respond", {"text": "These fit.", "item_ids": ["b1"]})])
+    env = AppEnv(shopping_app(catalog, max_steps=4), reward_fn(catalog), simulated_user, request)
+    loop = AgentLoop(env.spec, ModelAccess(engine=engine, tokenizer=engine.tokenizer))
+    result = Episode(env, loop, MULTI).run()
+    assert result.user_replies == ["I'd like it in black, from Northpeak, under $95."]
+    assert {"role": "user", "content": "I'd like it in black, from Northpeak, under $95."} in result.session.messages
+    assert len(engine.calls) == 3 and len(result.turns) == 2 and not result.degraded
+    assert result.end == "answered" and result.reward.value == 1.0 and result.reward.success

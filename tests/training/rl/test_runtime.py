@@ -11,14 +11,14 @@ import signal
 import subprocess
 import sys
 import time
-from functools import partial
 from pathlib import Path
 
 import pytest
 import yaml
 
+from apps import kit
 from apps.evaluate import load_tasks
-from apps.rl import env_app, sid_for
+from apps.rl import env_factory
 from harness.tasks import Task
 from training.rl.controller import RLConfig, RLRun, StepStats
 from training.rl.rollout import RolloutSettings
@@ -44,9 +44,9 @@ def policy(worlds: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) ->
         "base": "tiny", "world": world, "sid": sid, "out": root / "sft", "cache_dir": root / "cache",
         "max_steps": 120, "batch_size": 16, "max_seq_len": 128, "lr": 3e-3, "warmup_steps": 5, "eval_every": 0,
         "save_every": 0, "precision": "fp32", "threads": 1, "log_every": 50})
-    result = train_sft(cfg)
+    result = train_sft(cfg, SHOPPING.sft)
     assert result.final_dir is not None
-    worker = EnvWorker(result.final_dir, partial(env_app, world, "shopping"), sid_for, SETTINGS)
+    worker = EnvWorker(result.final_dir, env_factory(SHOPPING, world), SHOPPING.sid, SETTINGS)
     tasks = _tasks(world, 1000)
     taught = [t for t in worker.run_teacher([EpisodeJob(t, g, 0, g) for g, t in enumerate(tasks)]) if t.success]
     assert len(taught) > len(tasks) // 2, "the BM25 teacher should solve most of these tasks"
@@ -65,6 +65,7 @@ def _tasks(world: Path, n: int) -> list[Task]:
     return [t for t in load_tasks(world) if t.kind != "bundle" and not t.hidden][:n]
 
 
+SHOPPING = kit("shopping")
 SETTINGS = RolloutSettings(max_new_tokens=12, max_steps=1, temperature=0.6)
 
 
@@ -80,7 +81,7 @@ def test_mean_reward_rises_on_a_task_set_the_tiny_model_can_learn(policy: Path, 
     world = worlds["shopping"]
     cfg = _config(policy, tmp_path / "rl", steps=16, groups_per_step=4, group_size=8, save_every=100,
                   max_drop_rounds=2)
-    run = RLRun(cfg, _solvable(world, policy, 2), partial(env_app, world, "shopping"), sid_for)
+    run = RLRun(cfg, _solvable(world, policy, 2), env_factory(SHOPPING, world), SHOPPING.sid)
     try:
         run.setup()
         result = run.run()
@@ -100,7 +101,7 @@ def test_killing_an_environment_worker_does_not_stop_the_run(policy: Path, world
 
     world = worlds["shopping"]
     cfg = _config(policy, tmp_path / "rl", steps=4, mode="async")
-    run = RLRun(cfg, _tasks(world, 8), partial(env_app, world, "shopping"), sid_for)
+    run = RLRun(cfg, _tasks(world, 8), env_factory(SHOPPING, world), SHOPPING.sid)
     killed: list[int] = []
 
     def kill_once(stats: StepStats) -> None:
@@ -156,7 +157,7 @@ def test_worker_pool_runs_every_job_once_in_job_order_policy_and_teacher(policy:
 
     world = worlds["shopping"]
     jobs = [EpisodeJob(t, g, s, 10 * g + s) for g, t in enumerate(_solvable(world, policy, 3)) for s in range(2)]
-    with EnvWorkerPool(policy, partial(env_app, world, "shopping"), sid_for, SETTINGS, workers=2, chunk=2) as pool:
+    with EnvWorkerPool(policy, env_factory(SHOPPING, world), SHOPPING.sid, SETTINGS, workers=2, chunk=2) as pool:
         sampled = pool.map(jobs)
         taught = pool.map(jobs, "run_teacher")
     for got in (sampled, taught):

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from apps.rl import env_app
+from apps import load_env
 from harness.agent import ModelAccess, render_ids
 from harness.tasks import Task
 from infra.engines.base import Completion, GenerationRequest
@@ -103,10 +103,10 @@ class TextEngine:
 
 def test_rollout_is_token_in_token_out_and_masks_every_token_the_model_did_not_write(
         worlds: dict[str, Path], tiny_agent: Path) -> None:
-    from training.models import load_agent
+    from harness.agent_dir import load_agent
 
     tok = load_agent(tiny_agent).tokenizer
-    app = env_app(worlds["shopping"], "shopping")
+    app = load_env(worlds["shopping"], "shopping")
     task = next(t for t in _tasks(worlds["shopping"]) if not t.hidden and t.kind != "bundle")
     call = '<tool_call>\n{"name": "search_catalog", "arguments": {"query": "boots"}}\n</tool_call>'
     engine = TextEngine(tok, [call, "These look right."])
@@ -136,6 +136,7 @@ def _tasks(world: Path) -> list[Task]:
 
 
 def test_cascade_skips_finished_stages_and_reruns_what_a_change_makes_stale(tmp_path: Path) -> None:
+    from apps.shopping.sft import SOURCE  # any app's SFT source: the recorded stages never read it
     from training.cascade import STAGES, Cascade, CascadeConfig
 
     calls: list[str] = []
@@ -153,7 +154,8 @@ def test_cascade_skips_finished_stages_and_reruns_what_a_change_makes_stale(tmp_
 
     def run(c: CascadeConfig) -> list[str]:
         calls.clear()
-        Recorded(c, [task], [task], lambda: None, None, lambda a, t, o: {}).run()  # type: ignore[arg-type,return-value]
+        Recorded(c, [task], [task], lambda: None, None, lambda a, t, o: {},  # type: ignore[arg-type,return-value]
+                 sft=SOURCE).run()
         return list(calls)
 
     assert run(cfg) == list(STAGES)

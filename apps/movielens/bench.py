@@ -1,6 +1,7 @@
 """Next-item benchmark on MovieLens-100k: SID generative retrieval against popularity, BM25, dense and SASRec.
 
     python bench/movielens.py --quick        # imports the world if needed, runs this, prints the table
+    from apps.movielens.bench import MovieLensBenchConfig, format_table, run_movielens_benchmark
     report = run_movielens_benchmark(MovieLensBenchConfig(world=Path("runs/ml"), out=Path("runs/eval/ml"), quick=True))
     print(format_table(report))              # `sidekick eval movielens` is the CLI front of the same call
 
@@ -30,6 +31,9 @@ Methods, each ranking the top ``k``:
 
 Output under ``out``: ``report.json`` (per method: hr@k, ndcg@k, mrr, train and eval seconds, details),
 ``report.md`` (the table), ``sid/`` (the SID directory) and ``manifest.json``.
+
+It lives beside the MovieLens app (:mod:`apps.movielens.importer` writes the world it reads); the generic
+baselines it compares against stay in ``eval/`` (:mod:`eval.baselines`, :mod:`eval.sasrec`).
 """
 
 from __future__ import annotations
@@ -240,9 +244,10 @@ class SidGenerativeRetriever:
         self.cfg, self.sid_dir, self.corpus, self.seed = cfg, sid_dir, list(corpus), seed
 
     def setup(self) -> None:
+        from harness.agent_dir import SID_END
         from sid.build import SIDS_FILE
         from sid.codebook import SidMap
-        from training.models import SID_END, make_sid_aware
+        from training.models import make_sid_aware
         from training.tiny import build_tiny
 
         cfg = self.cfg
@@ -290,7 +295,7 @@ class SidGenerativeRetriever:
     def train(self, sequences: Sequence[Sequence[str]], progress: Progress | None = None) -> dict[str, Any]:
         """Next-token cross-entropy on every SID and separator token of the windows (mean over the batch's
         tokens); AdamW, linear warmup then cosine decay (:func:`training.sft.cosine_with_warmup`)."""
-        from training.models import resolve_dtype
+        from harness.agent_dir import resolve_dtype
         from training.sft import cosine_with_warmup
 
         cfg = self.cfg

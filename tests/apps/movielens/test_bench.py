@@ -1,7 +1,7 @@
 """The MovieLens next-item benchmark: leave-one-out split, SID generative retriever, and an end-to-end run.
 
-    .venv/bin/python -m pytest tests/eval/test_movielens.py -q                      # fast tier
-    .venv/bin/python -m pytest tests/eval/test_movielens.py -q -m integration       # + 100 real users end to end
+    .venv/bin/python -m pytest tests/apps/movielens/test_bench.py -q                 # fast tier
+    .venv/bin/python -m pytest tests/apps/movielens/test_bench.py -q -m integration  # + 100 real users end to end
 """
 
 from __future__ import annotations
@@ -14,10 +14,7 @@ import numpy as np
 import pytest
 import torch
 
-from data_curation.records import Event, Session
-from eval.baselines import Popularity, Query
-from eval.metrics import hit_at_k
-from eval.movielens import (
+from apps.movielens.bench import (
     METHODS,
     MovieLensBenchConfig,
     MovieLensBenchError,
@@ -27,6 +24,9 @@ from eval.movielens import (
     load_leave_one_out,
     run_movielens_benchmark,
 )
+from data_curation.records import Event, Session
+from eval.baselines import Popularity, Query
+from eval.metrics import hit_at_k
 from harness.catalog import Catalog, Item
 from harness.tasks import Message, Target, Task
 from infra.recordio import write_records
