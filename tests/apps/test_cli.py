@@ -134,8 +134,10 @@ def test_livestream_world(tmp_path: Path) -> None:
 def test_train_rl_and_cascade_refuse_bad_inputs_before_starting_ray(tmp_path: Path) -> None:
     rl = tmp_path / "rl.yaml"
     rl.write_text(f"agent: {tmp_path / 'nope'}\nout: {tmp_path / 'out'}\nworld: {tmp_path}\n")
+    _one_line_error(run("train", "rl", rl), "set app")  # no default app: the config names it
+    rl.write_text(f"app: shopping\nagent: {tmp_path / 'nope'}\nout: {tmp_path / 'out'}\nworld: {tmp_path}\n")
     _one_line_error(run("train", "rl", rl), "not an agent directory")
-    rl.write_text(f"agent: {tmp_path}\nout: {tmp_path / 'out'}\n")
+    rl.write_text(f"app: shopping\nagent: {tmp_path}\nout: {tmp_path / 'out'}\n")
     _one_line_error(run("train", "rl", rl), "set world")
     cascade = Path(__file__).resolve().parents[2] / "apps/shopping/cascade.yaml"
     _one_line_error(run("train", "cascade", cascade, "--stage", "bogus"), "--stage bogus: expected one of")

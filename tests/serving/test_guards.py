@@ -44,7 +44,8 @@ def serve_scripted(worlds: dict[str, Path], tiny_agent: Path, scripted: Any
     def start(replies: Sequence[str], delay_s: float = 0.0, **config: object) -> tuple[str, AgentServer]:
         engine = scripted(replies, delay_s=delay_s, tokenizer=tokenizer, cycle=True)
         model = ModelAccess(engine=engine, tokenizer=tokenizer)
-        server = AgentServer(load_apps([worlds["shopping"]]), model, ServeConfig.model_validate(config))
+        specs = {name: env.spec for name, env in load_apps([worlds["shopping"]]).items()}
+        server = AgentServer(specs, model, ServeConfig.model_validate(config))
         background = BackgroundServer(create_app(server))
         running.append(background)
         return background.start(), server
