@@ -17,7 +17,6 @@ import hashlib
 import json
 import re
 import threading
-import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -472,8 +471,9 @@ class TurnRun:
         return fit_prompt(tok, app.system_prompt, messages, tools, cfg.max_prompt_tokens)
 
 
-def call_seed(seed: int, *parts: int) -> int:
-    """A stable 31-bit sampling seed for one model call from a base seed and its place (turn, step)."""
+def call_seed(seed: int, *parts: Any) -> int:
+    """A stable 31-bit seed from a base seed and any labels: one model call's (turn, step), an RL episode's
+    (task, round, sample)."""
     key = ":".join(str(p) for p in (seed, *parts)).encode()
     return int.from_bytes(hashlib.blake2b(key, digest_size=4).digest(), "little") & 0x7FFFFFFF
 
@@ -515,7 +515,3 @@ def _item_ids_in(content: Any) -> list[str]:
         elif isinstance(node, list):
             stack.extend(node)
     return out
-
-
-def now_ms() -> float:
-    return time.monotonic() * 1000.0

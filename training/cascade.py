@@ -40,12 +40,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from harness.agent import call_seed
 from harness.tasks import Task
 from infra.manifest import write_manifest
 from infra.recordio import format_validation_error
 from training.rl.controller import RLConfig, train_rl
 from training.rl.pool import EnvWorkerPool
-from training.rl.rollout import EpisodeJob, RolloutSettings, episode_seed
+from training.rl.rollout import EpisodeJob, RolloutSettings
 from training.rl.trainer import TrainerSettings
 from training.rl.trajectory import Trajectory
 from training.rl.workers import EnvFactory, SidFactory, TrainWorker
@@ -286,7 +287,7 @@ class Cascade:
 
     def _teach(self, agent: Path, tasks: Sequence[Task], what: str, samples: int = 1) -> list[Trajectory]:
         """The retrieval teacher's episodes on ``tasks`` (recorded in the policy's token format)."""
-        jobs = [EpisodeJob(task, g, s, episode_seed(self.cfg.seed, what, task.task_id, s))
+        jobs = [EpisodeJob(task, g, s, call_seed(self.cfg.seed, what, task.task_id, s))
                 for g, task in enumerate(tasks) for s in range(samples)]
         with self._pool(agent, self.cfg.rollout) as pool:
             return pool.map(jobs, "run_teacher", progress=lambda n: self.progress(what, n, len(jobs)))
@@ -295,7 +296,7 @@ class Cascade:
         p, out = self.cfg.probe, self.cfg.stage_dir("probe")
         tasks = self.tasks[:p.max_tasks]
         settings = self.cfg.rollout.model_copy(update={"temperature": p.temperature})
-        jobs = [EpisodeJob(t, g, s, episode_seed(self.cfg.seed, "probe", t.task_id, s))
+        jobs = [EpisodeJob(t, g, s, call_seed(self.cfg.seed, "probe", t.task_id, s))
                 for g, t in enumerate(tasks) for s in range(p.samples)]
         with self._pool(self._agent("seed_sft"), settings) as pool:
             trajs = pool.map(jobs, progress=lambda n: self.progress("probe", n, len(jobs)))

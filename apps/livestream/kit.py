@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from apps.livestream.agent import livestream_app, request_constraints, reward_fn, simulated_user
+from apps.livestream.agent import livestream_app
+from apps.livestream.env import request_constraints, reward_fn, simulated_user
 from apps.livestream.world import STREAMS_FILE
 from harness.env import AppEnv
 from harness.kit import AppKit

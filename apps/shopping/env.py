@@ -164,7 +164,7 @@ def bundle_reward(task: Task, final: Final, catalog: Catalog) -> RewardBreakdown
 
 
 def reward_fn(catalog: Catalog) -> Callable[[Task, Final], Reward]:
-    """:func:`reward` as the :class:`harness.env.AgentEnv` reward: value, constraint success and parts."""
+    """:func:`reward` as the :class:`harness.env.Episode` reward: value, constraint success and parts."""
 
     def score(task: Task, final: Final) -> Reward:
         b = reward(task, final, catalog)

@@ -5,7 +5,8 @@ from __future__ import annotations
 from functools import partial
 from pathlib import Path
 
-from apps.travel.agent import request_constraints, reward_fn, simulated_user, travel_app
+from apps.travel.agent import travel_app
+from apps.travel.env import request_constraints, reward_fn, simulated_user
 from harness.env import AppEnv
 from harness.kit import AppKit
 

@@ -38,10 +38,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from harness.agent import call_seed
 from harness.tasks import Task
 from infra.cluster import ClusterInfo, Placement, connect_for, cpu_mapping, place, shutdown
 from infra.manifest import write_manifest
-from training.rl.rollout import EpisodeJob, RolloutSettings, episode_seed
+from training.rl.rollout import EpisodeJob, RolloutSettings
 from training.rl.trainer import TrainerSettings
 from training.rl.trajectory import Trajectory
 from training.rl.workers import EnvFactory, EnvWorker, SidFactory, TrainWorker
@@ -150,7 +151,7 @@ class TaskStream:
         epoch, offset = divmod(self.position, len(self.tasks))
         if epoch != self._epoch:
             self._order = list(range(len(self.tasks)))
-            random.Random(episode_seed(self.seed, "epoch", epoch)).shuffle(self._order)
+            random.Random(call_seed(self.seed, "epoch", epoch)).shuffle(self._order)
             self._epoch = epoch
         self.position += 1
         return self.tasks[self._order[offset]]
@@ -341,7 +342,7 @@ class RLRun:
     def _group_jobs(self) -> list[EpisodeJob]:
         task, group = self.stream.next(), self._next_group
         self._next_group += 1
-        return [EpisodeJob(task=task, group=group, sample=s, seed=episode_seed(self.cfg.seed, group, s))
+        return [EpisodeJob(task=task, group=group, sample=s, seed=call_seed(self.cfg.seed, group, s))
                 for s in range(self.cfg.group_size)]
 
     def _submit(self, worker: int, jobs: list[EpisodeJob]) -> None:
@@ -379,7 +380,7 @@ class RLRun:
         redo = {j.group: j for j in lost.values()}
         for group, job in sorted(redo.items()):
             self._partial.pop(group, None)
-            self._retry += [EpisodeJob(job.task, group, s, episode_seed(self.cfg.seed, group, s))
+            self._retry += [EpisodeJob(job.task, group, s, call_seed(self.cfg.seed, group, s))
                             for s in range(self.cfg.group_size)]
         if self._restarts < self.cfg.max_worker_restarts:
             self._restarts += 1

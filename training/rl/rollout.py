@@ -18,7 +18,6 @@ Used by the environment workers of the RL runtime and, without Ray, by the casca
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -61,12 +60,6 @@ class EpisodeJob:
     group: int
     sample: int
     seed: int
-
-
-def episode_seed(seed: int, *parts: Any) -> int:
-    """A stable 31-bit seed from a base seed and any labels (task id, round, sample, step)."""
-    key = ":".join(str(p) for p in (seed, *parts)).encode()
-    return int.from_bytes(hashlib.blake2b(key, digest_size=4).digest(), "little") & 0x7FFFFFFF
 
 
 def loop_config(settings: RolloutSettings, seed: int) -> LoopConfig:

@@ -12,14 +12,8 @@ from typing import Any
 
 import pytest
 
-from apps.livestream.agent import (
-    DEFAULT_BUDGET_MS,
-    fallback,
-    livestream_app,
-    request_constraints,
-    reward,
-    simulated_user,
-)
+from apps.livestream.agent import DEFAULT_BUDGET_MS, fallback, livestream_app
+from apps.livestream.env import request_constraints, reward, simulated_user
 from apps.livestream.world import LivestreamWorldConfig, Stream, generate_livestream_world
 from harness.agent import AgentLoop, AppSpec, Final, ModelAccess, TurnContext
 from harness.budget import Budget

@@ -13,8 +13,9 @@ from typing import Any
 
 import pytest
 
-from apps.travel.agent import fallback, request_constraints, reward, simulated_user, travel_app
+from apps.travel.agent import fallback, travel_app
 from apps.travel.checker import Itinerary, Poi, Stop, plan_greedy, pois_from_items
+from apps.travel.env import request_constraints, reward, simulated_user
 from apps.travel.world import TravelWorldConfig, generate_travel_world
 from harness.agent import AgentLoop, AppSpec, Final, ModelAccess, TurnContext
 from harness.budget import Budget
