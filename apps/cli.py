@@ -753,11 +753,14 @@ def eval_movielens(
 
 def main() -> None:
     """Entry point: known errors become one line on stderr and a non-zero exit, never a traceback."""
+    from apps import AppError
+
     try:
         app()
-    except (RecordError, ConfigError, UsageError, CurationError, FileNotFoundError, NotADirectoryError) as err:
+    except (RecordError, ConfigError, UsageError, CurationError, AppError, FileNotFoundError,
+            NotADirectoryError) as err:
         console.print(f"[red]error:[/red] {err}", highlight=False, soft_wrap=True)  # one line, whatever the width
-        sys.exit(2 if isinstance(err, UsageError | ConfigError | CurationError) else 1)
+        sys.exit(2 if isinstance(err, UsageError | ConfigError | CurationError | AppError) else 1)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """Supervised fine-tuning of a SID-aware agent: full or LoRA, packed, accumulated, resumable, data-parallel.
 
     sidekick train sft apps/shopping/sft.yaml --max-steps 300            # the CLI
-    result = train_sft(load_config(SFTConfig, Path("apps/shopping/sft.yaml")))
+    result = train_sft(load_config(SFTConfig, Path("apps/shopping/sft.yaml")), apps.kit("shopping").sft)
 
 One optimizer step sees a global batch of ``batch_size * grad_accum`` rows (examples, or packs of
 examples when ``packing``), read in that order from a row stream that is a fresh seeded permutation

@@ -158,3 +158,21 @@ def _tasks(world: Path) -> list[Task]:
     from apps.evaluate import load_tasks
 
     return load_tasks(world)
+
+
+def test_tasks_of_an_app_not_in_the_table_are_one_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    from apps.cli import main
+
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "tasks.jsonl").write_text(json.dumps({"task_id": "t1", "app": "cups", "kind": "x",
+                                                  "messages": [{"role": "user", "content": "hi"}]}) + "\n")
+    monkeypatch.setattr(sys, "argv", ["sidekick", "eval", "run", "--logs", str(logs), "--out", str(tmp_path / "o")])
+    with pytest.raises(SystemExit) as exit_:
+        main()
+    err = " ".join(capsys.readouterr().err.split())
+    assert exit_.value.code == 2 and "unknown app 'cups'; expected one of shopping, livestream, travel" in err
+    assert "Traceback" not in err

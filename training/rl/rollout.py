@@ -164,7 +164,7 @@ Teacher = Callable[[Episode, ModelAccess], str]
 
 def fallback_teacher(episode: Episode, model: ModelAccess) -> str:
     """The app's own retrieval without the model (its fallback's catalog search under the request's filters:
-    BM25 for shopping) as a teacher that answers natively in item space: its top item's SID, written as the
+    e.g. BM25) as a teacher that answers natively in item space: its top item's SID, written as the
     policy writes one (``<|sid_start|><s1_..>..<|sid_end|>``), or its reply text when it has no item or no
     SIDs. Without the model, so the teacher does not inherit the student's mistakes."""
     final = episode.env.spec.fallback(dataclasses.replace(episode.context(), model=None), "teacher")
