@@ -26,5 +26,7 @@ def check_task(task: Task) -> str | None:
 
 
 def kit() -> AppKit:
-    return AppKit(name="livestream", env=env, check_task=check_task, world_files=(STREAMS_FILE,),
+    from apps.livestream.sft import SOURCE
+
+    return AppKit(name="livestream", env=env, sft=SOURCE, check_task=check_task, world_files=(STREAMS_FILE,),
                   configs={"world": HERE / "world.yaml"})

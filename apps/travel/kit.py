@@ -21,4 +21,6 @@ def env(world: Path) -> AppEnv:
 
 
 def kit() -> AppKit:
-    return AppKit(name="travel", env=env, configs={"world": HERE / "world.yaml"})
+    from apps.travel.sft import SOURCE
+
+    return AppKit(name="travel", env=env, sft=SOURCE, configs={"world": HERE / "world.yaml"})

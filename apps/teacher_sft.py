@@ -1,0 +1,104 @@
+"""SFT data for apps without a builder of their own: the app's fallback as the teacher, in the served format.
+
+For every training task the app's fallback (its rules and catalog search, no model) answers the task's
+request as the serving loop would; answers the app's reward marks a success are kept (rejection
+sampling, as LiveThinking's RFT keeps only the teacher's correct answers) and become chats rendered
+exactly as a served prompt: the app's system prompt, its tool schemas, the user's message(s), and the
+answer — as the app's final tool call (``as_call``: e.g. ``respond`` with the itinerary), its result
+and the reply the loop then writes (context, ``weight`` 0), or as a plain-text final reply without one.
+Held-out tasks (by task-id hash, :func:`training.sft_data.is_held_out`) give the eval examples. A kit
+names it as its ``sft``:
+
+    SOURCE = FallbackSft(SYSTEM_PROMPT, tool_schemas, env, respond_call)      # apps/livestream/sft.py
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from harness.agent import Final, TurnContext
+from harness.budget import Budget
+from harness.catalog import Item
+from harness.env import AppEnv
+from harness.protocol import ToolCall, ToolResult, assistant_message
+from harness.session import SessionState
+from harness.tasks import Task
+from infra.layout import TASKS_FILE
+from infra.recordio import RecordReader
+from sid.build import find_catalog
+from training.sft import SFTConfig
+from training.sft_data import ChatExample, SftData, SftDataError, TrajectorySpec, is_held_out
+
+TEACHER_PREFIX = "teacher_"
+"""Kind prefix of the examples: ``teacher_<task kind>``."""
+
+
+class FallbackSft:
+    """An :class:`~training.sft.SftSource` from an app's fallback. Picklable: module-level callables only."""
+
+    def __init__(self, system_prompt: str, tools: Callable[[], list[dict[str, Any]]],
+                 env: Callable[[Path], AppEnv], as_call: Callable[[Final], ToolCall] | None = None) -> None:
+        self.system_prompt, self.tools, self.env, self.as_call = system_prompt, tools, env, as_call
+
+    def trajectory_spec(self) -> TrajectorySpec:
+        return TrajectorySpec.of(self.system_prompt, self.tools())
+
+    def corpus(self, cfg: SFTConfig) -> list[str]:
+        texts = [t for item in RecordReader(find_catalog(Path(cfg.world))[0], Item)
+                 for t in (item.title, " > ".join(item.category_path))]
+        texts += [m.content for task in self._tasks(cfg, None) for m in task.messages]
+        return texts + self.trajectory_spec().corpus()
+
+    def build(self, cfg: SFTConfig) -> SftData:
+        env = self.env(Path(cfg.world))
+        tasks = self._tasks(cfg, env.spec.name)
+        held = [t for t in tasks if is_held_out(t.task_id, cfg.eval_fraction)]
+        kept = [t for t in tasks if not is_held_out(t.task_id, cfg.eval_fraction)]
+        train, evals = self.examples(env, kept), self.examples(env, held)
+        if not train:
+            raise SftDataError(f"{cfg.world}: the {env.spec.name} fallback answers none of {len(kept)} training "
+                               "tasks correctly: no teacher examples")
+        counts = dict(sorted(Counter(e.kind for e in train).items()))
+        counts |= {"train": len(train), "eval": len(evals), "train_tasks": len(kept), "eval_tasks": len(held)}
+        return SftData(train=train, eval=evals, eval_tasks=held, counts=counts)
+
+    def examples(self, env: AppEnv, tasks: list[Task]) -> list[ChatExample]:
+        """One served-format chat per task whose fallback answer the reward marks a success."""
+        tools = self.tools()
+        out = []
+        for task in tasks:
+            user = [{"role": m.role, "content": m.content} for m in task.messages if m.role != "system"]
+            session = SessionState(app=env.spec.name, constraints=dict(env.request_fn(task)), messages=list(user))
+            ctx = TurnContext(app=env.spec, session=session, constraints=session.constraints,
+                              budget=Budget(60_000.0), model=None)
+            final = env.spec.fallback(ctx, "teacher")
+            if not final.reply or not env.reward_fn(task, final).success:
+                continue
+            answer = self._answer(env, final)
+            if answer is None:
+                continue
+            messages = [{"role": "system", "content": self.system_prompt}, *user, *answer]
+            out.append(ChatExample(messages, TEACHER_PREFIX + task.kind, task.task_id, tools=tools))
+        return out
+
+    def _answer(self, env: AppEnv, final: Final) -> list[dict[str, Any]] | None:
+        """The teacher's answer as the loop records it; None when its tool call would not validate."""
+        if self.as_call is None:
+            return [{"role": "assistant", "content": final.reply}]
+        call = self.as_call(final)
+        if isinstance(env.spec.tools.validate(call), ToolResult):
+            return None
+        sent = ToolResult(name=call.name, call_id=call.id, ok=True, content={"sent": True})
+        return [assistant_message("", [call]), sent.to_message(),
+                {"role": "assistant", "content": final.reply, "weight": 0}]
+
+    @staticmethod
+    def _tasks(cfg: SFTConfig, app: str | None) -> list[Task]:
+        path = Path(cfg.world) / TASKS_FILE if cfg.tasks is None else Path(cfg.tasks)
+        path = path / TASKS_FILE if path.is_dir() else path
+        if not path.is_file():
+            raise FileNotFoundError(f"{path}: no such tasks file (SFT needs the world's tasks)")
+        return [t for t in RecordReader(path, Task) if app is None or t.app == app]
