@@ -170,68 +170,73 @@ async def run_turn(server: AgentServer, app: str, session: SessionState, text: s
         return session, result
 
 
-# ------------------------------------------------------------------------------------------------ shopping
-shopping = APIRouter(prefix="/v1/shopping", tags=["shopping"])
-
-
-def _load_session(server: AgentServer, session_id: str) -> SessionState:
+# ------------------------------------------------------------------------------------------------ sessions
+def _load_session(server: AgentServer, app_name: str, session_id: str) -> SessionState:
     state = server.store.get(session_id)
-    if state is None or state.app != "shopping":
+    if state is None or state.app != app_name:
         raise HTTPException(404, f"session {session_id!r} not found (expired or never created)")
     return state
 
 
 def _turn_reply(server: AgentServer, state: SessionState, result: TurnResult | None, t0: float) -> TurnReply:
     final = result.final if result else Final(reply="")
-    return TurnReply(session_id=state.session_id, reply=final.reply, items=_cards(server, "shopping", final.item_ids),
-                     bundles=[_cards(server, "shopping", b) for b in final.bundles], actions=final.actions,
+    return TurnReply(session_id=state.session_id, reply=final.reply, items=_cards(server, state.app, final.item_ids),
+                     bundles=[_cards(server, state.app, b) for b in final.bundles], actions=final.actions,
                      cart=state.cart, degraded=bool(result and result.degraded),
                      reason=result.reason if result and result.degraded else None,
                      latency_ms=(time.perf_counter() - t0) * 1000.0)
 
 
-@shopping.post("/sessions", status_code=201, responses=errors(*BODY_ERRORS))
-async def create_session(body: SessionCreate, server: ServerDep) -> TurnReply:
-    """Open a session (with optional constraints); with ``message`` the first turn runs at once."""
-    t0 = time.perf_counter()
-    server.app("shopping")
-    state = SessionState(app="shopping", constraints=body.constraints.as_dict() if body.constraints else {})
-    result = None
-    if body.message is not None:
-        state, result = await run_turn(server, "shopping", state, body.message,
-                                       server.budget_ms("shopping", body.budget_ms))
-    server.store.put(state)
-    return _turn_reply(server, state, result, t0)
+def session_router(app_name: str) -> APIRouter:
+    """``/v1/{app_name}/sessions...``: multi-turn sessions with item cards, for one served app (the REST shape
+    DESIGN.md gives shopping); the handlers know the app only as this argument."""
+    router = APIRouter(prefix=f"/v1/{app_name}", tags=[app_name])
+
+    @router.post("/sessions", status_code=201, responses=errors(*BODY_ERRORS))
+    async def create_session(body: SessionCreate, server: ServerDep) -> TurnReply:
+        """Open a session (with optional constraints); with ``message`` the first turn runs at once."""
+        t0 = time.perf_counter()
+        server.app(app_name)
+        state = SessionState(app=app_name, constraints=body.constraints.as_dict() if body.constraints else {})
+        result = None
+        if body.message is not None:
+            state, result = await run_turn(server, app_name, state, body.message,
+                                           server.budget_ms(app_name, body.budget_ms))
+        server.store.put(state)
+        return _turn_reply(server, state, result, t0)
+
+    @router.post("/sessions/{session_id}/turns", responses=errors(*BODY_ERRORS))
+    async def create_turn(session_id: str, body: TurnRequest, server: ServerDep) -> TurnReply:
+        """One user message -> the agent's reply with item cards."""
+        t0 = time.perf_counter()
+        state = _load_session(server, app_name, session_id)
+        if body.constraints is not None:
+            merged = {**state.constraints, **body.constraints.as_dict()}
+            if (problem := price_range_problem(merged)) is not None:
+                raise HTTPException(422, f"constraints: {problem} (merged with the session's constraints)")
+            state.constraints = merged
+        budget_ms = server.budget_ms(app_name, body.budget_ms)
+        state, result = await run_turn(server, app_name, state, body.message, budget_ms)
+        server.store.put(state)
+        return _turn_reply(server, state, result, t0)
+
+    @router.get("/sessions/{session_id}", responses=errors(404, 422, 503))
+    async def read_session(session_id: str, server: ServerDep) -> SessionView:
+        s = _load_session(server, app_name, session_id)
+        return SessionView(session_id=s.session_id, turns=s.turns, messages=len(s.messages),
+                           shown_items=s.shown_items, cart=s.cart, constraints=s.constraints)
+
+    @router.delete("/sessions/{session_id}", status_code=204, responses=errors(404, 422, 503))
+    async def delete_session(session_id: str, server: ServerDep) -> Response:
+        _load_session(server, app_name, session_id)
+        server.store.delete(session_id)
+        return Response(status_code=204)
+
+    return router
 
 
-@shopping.post("/sessions/{session_id}/turns", responses=errors(*BODY_ERRORS))
-async def create_turn(session_id: str, body: TurnRequest, server: ServerDep) -> TurnReply:
-    """One user message -> the agent's reply with item cards."""
-    t0 = time.perf_counter()
-    state = _load_session(server, session_id)
-    if body.constraints is not None:
-        merged = {**state.constraints, **body.constraints.as_dict()}
-        if (problem := price_range_problem(merged)) is not None:
-            raise HTTPException(422, f"constraints: {problem} (merged with the session's constraints)")
-        state.constraints = merged
-    budget_ms = server.budget_ms("shopping", body.budget_ms)
-    state, result = await run_turn(server, "shopping", state, body.message, budget_ms)
-    server.store.put(state)
-    return _turn_reply(server, state, result, t0)
-
-
-@shopping.get("/sessions/{session_id}", responses=errors(404, 422, 503))
-async def read_session(session_id: str, server: ServerDep) -> SessionView:
-    s = _load_session(server, session_id)
-    return SessionView(session_id=s.session_id, turns=s.turns, messages=len(s.messages), shown_items=s.shown_items,
-                       cart=s.cart, constraints=s.constraints)
-
-
-@shopping.delete("/sessions/{session_id}", status_code=204, responses=errors(404, 422, 503))
-async def delete_session(session_id: str, server: ServerDep) -> Response:
-    _load_session(server, session_id)
-    server.store.delete(session_id)
-    return Response(status_code=204)
+SESSION_APPS = ("shopping",)
+"""Apps whose REST surface is sessions with item cards (DESIGN.md's REST section); others answer below."""
 
 
 # ------------------------------------------------------------------------------------------------ livestream, travel
@@ -521,7 +526,7 @@ def create_app(server: AgentServer) -> FastAPI:
                   description="Domain agents over a catalog: shopping, livestream Q&A, trip planning.")
     app.state.server = server
     _errors(app)
-    for router in (shopping, apps_router, openai_router, ops):
+    for router in (*(session_router(name) for name in SESSION_APPS), apps_router, openai_router, ops):
         app.include_router(router)
     app.add_middleware(BodyLimit, limit=server.config.max_body_bytes)
 
