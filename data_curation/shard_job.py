@@ -44,6 +44,13 @@ class ShardJob:
     seed: int
     pseudonymiser: Pseudonymiser
     leakage_file: Path | None
+    protected_file: Path | None = None
+
+
+def _load_protected(path: Path | None) -> frozenset[str]:
+    if path is None or not path.is_file():
+        return frozenset()
+    return frozenset(json.loads(path.read_text(encoding="utf-8")))
 
 
 def _load_leakage(path: Path | None) -> dict[str, Sequence[str]]:
@@ -79,7 +86,8 @@ def run_shard_job(job: ShardJob) -> dict[str, Any]:
     tmp = job.out.with_name(job.out.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    proc = SessionProcessor(job.config, job.pseudonymiser, job.seed, _load_leakage(job.leakage_file))
+    proc = SessionProcessor(job.config, job.pseudonymiser, job.seed, _load_leakage(job.leakage_file),
+                            _load_protected(job.protected_file))
     reader = shard_reader(job.logs, job.shard, quarantine=tmp / "quarantine.jsonl")
     cols = _Columns()
     dropped: Counter[str] = Counter()

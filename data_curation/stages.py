@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
+import re
 import shutil
 import time
 from collections import Counter
@@ -38,7 +39,8 @@ import numpy as np
 from data_curation import shard_job
 from data_curation.config import CurateConfig
 from data_curation.dedup import NearDupIndex
-from data_curation.pii import Scrubber
+from data_curation.lexicon import load_lexicon
+from data_curation.pii import PII_RULES_VERSION, Scrubber
 from data_curation.pseudonym import Pseudonymiser
 from data_curation.quality import normalise_title
 from data_curation.select import (
@@ -60,6 +62,16 @@ from infra.recordio import RecordReader, RecordWriter
 
 Progress = Callable[[int], None]
 _EMPTY_SIG = np.iinfo(np.uint32).max
+_WORD = re.compile(r"[^\W\d_]+")
+
+
+def _scrub_config(cfg: CurateConfig) -> dict[str, Any]:
+    """What the scrubber's output depends on (a change re-runs the stages that scrub)."""
+    a = cfg.anonymise
+    from data_curation.lexicon import LEXICON_VERSION, MAX_RANK
+
+    return {"phone_regions": a.phone_regions, "names": a.names, "ner_model": a.ner_model if a.names == "ner" else None,
+            "protect_catalog": a.protect_catalog, "lexicon": [LEXICON_VERSION, MAX_RANK], "rules": PII_RULES_VERSION}
 
 
 @dataclass
@@ -122,7 +134,7 @@ class PrepareStage(_Stage):
 
     def __init__(self, ctx: Context) -> None:
         cfg = ctx.cfg
-        config = {"shard_bytes": cfg.shard_bytes, "phone_regions": cfg.anonymise.phone_regions,
+        config = {"shard_bytes": cfg.shard_bytes, "anonymise": _scrub_config(cfg),
                   "label_leakage": cfg.quality.label_leakage}
         super().__init__(ctx, ctx.root_fp, config)
 
@@ -132,12 +144,36 @@ class PrepareStage(_Stage):
     def _run(self) -> dict[str, Any]:
         shards = plan_shards(self.ctx.logs, self.ctx.cfg.shard_bytes)
         (self.path / "shards.json").write_text(json.dumps([s.__dict__ for s in shards]) + "\n")
-        targets, counts = self._tasks()
+        protected = self._protected() if self.ctx.cfg.anonymise.protect_catalog else []
+        (self.path / "protected.json").write_text(json.dumps(protected, ensure_ascii=False) + "\n")
+        targets, counts = self._tasks(frozenset(protected))
         needles = self._leakage(targets) if self.ctx.cfg.quality.label_leakage else {}
         (self.path / "leakage.json").write_text(json.dumps(needles, ensure_ascii=False, sort_keys=True) + "\n")
-        return {"shards": len(shards), **counts, "leakage_tasks": len(needles)}
+        return {"shards": len(shards), **counts, "leakage_tasks": len(needles), "protected_words": len(protected)}
 
-    def _tasks(self) -> tuple[dict[str, list[str]], dict[str, Any]]:
+    def _protected(self) -> list[str]:
+        """Case-folded words of the catalog's titles, categories and string attributes (brands, POI names)."""
+        words: set[str] = set()
+        catalog = self.ctx.optional(CATALOG_FILE)
+        if catalog is None:
+            return []
+        with catalog.open(encoding="utf-8") as fh:
+            for line in fh:
+                try:
+                    obj = json.loads(line)
+                except json.JSONDecodeError:
+                    continue  # the catalog is not curated here; `sidekick validate` reports it
+                if not isinstance(obj, dict):
+                    continue
+                attrs: dict[str, Any] = obj["attributes"] if isinstance(obj.get("attributes"), dict) else {}
+                values = [obj.get("title"), *(obj.get("category_path") or []), *attrs.values()]
+                for v in values:
+                    for s in (v if isinstance(v, list) else [v]):
+                        if isinstance(s, str):
+                            words.update(w.casefold() for w in _WORD.findall(s))
+        return sorted(words)
+
+    def _tasks(self, protected: frozenset[str]) -> tuple[dict[str, list[str]], dict[str, Any]]:
         """Scrub task messages into tasks.jsonl; returns target ids per task and counts."""
         path = self.ctx.optional(TASKS_FILE)
         targets: dict[str, list[str]] = {}
@@ -145,7 +181,8 @@ class PrepareStage(_Stage):
         with RecordWriter(self.path / TASKS_FILE) as out:
             if path is None:
                 return targets, {"tasks": 0, "tasks_quarantined": 0}
-            scrubber = Scrubber(self.ctx.cfg.anonymise.phone_regions)
+            a = self.ctx.cfg.anonymise
+            scrubber = Scrubber.configured(a.phone_regions, a.names, a.ner_model, protected)
             reader = RecordReader(path, Task, skip_bad=True, quarantine=self.path / "quarantine.jsonl",
                                   allow_empty=True, quarantine_content=False)
             for task in reader:
@@ -188,7 +225,7 @@ class RecordsStage(_Stage):
 
     def __init__(self, ctx: Context, prepare: PrepareStage) -> None:
         cfg = ctx.cfg
-        config = {"anonymise": {"phone_regions": cfg.anonymise.phone_regions}, "quality": cfg.quality.model_dump(),
+        config = {"anonymise": _scrub_config(cfg), "quality": cfg.quality.model_dump(),
                   "num_perm": cfg.dedup.num_perm, "shingle_chars": cfg.dedup.shingle_chars,
                   "max_text_chars": cfg.select.max_text_chars}
         super().__init__(ctx, prepare.fp, config)
@@ -198,9 +235,11 @@ class RecordsStage(_Stage):
         return [self.path / "shards" / s.name for s in self.prepare.shards()]
 
     def _run(self) -> dict[str, Any]:
+        if self.ctx.cfg.anonymise.names != "rules":
+            load_lexicon()  # built here once (about 30 s, 2 GB), not by every worker at the same time
         jobs = [
             shard_job.ShardJob(self.ctx.logs, shard, d, self.ctx.cfg, self.ctx.seed, self.ctx.pseudonymiser,
-                               self.prepare.path / "leakage.json")
+                               self.prepare.path / "leakage.json", self.prepare.path / "protected.json")
             for shard, d in zip(self.prepare.shards(), self.shard_dirs(), strict=True)
         ]
         todo = [j for j in jobs if not (j.out / "counts.json").is_file()]

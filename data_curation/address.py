@@ -1,0 +1,228 @@
+"""Street addresses of many countries: a street core, then the unit, post code, city and country around it.
+
+The **core** is a street name with its house number, in either order, recognised by a street-type
+word of some language:
+
+- type first: ``Rua das Flores 123``, ``Calle de Alcalá 45``, ``Carrer de Mallorca 401``,
+  ``ulica Marszałkowska 10``, ``Jalan Sudirman 5``, ``12 rue de la Paix``, ``221B Baker Street``;
+- type as a suffix of one word: ``Hauptstraße 5``, ``Prinsengracht 263``, ``Drottninggatan 12``,
+  ``Mannerheimintie 3``; or as a word after the name: ``45 Adeola Odeku Street``, ``MG Road``;
+- blocks of numbers as in Japan (``2-21-1 Shibuya``, ``東京都渋谷区渋谷2-21-1``), rural routes and post
+  office boxes (``RR 2 Box 15``, ``P.O. Box 30123-00100``).
+
+The core is then **extended** over what follows it, piece by piece (comma or space separated): unit
+words (``Apt 4B``, ``apto 45``, ``piso 3``, ``Wohnung 7``, ``3º B``, ``floor 2``), post codes of many
+countries (US, UK, Canada, Ireland, Netherlands, Portugal, Poland, Brazil, Japan, India, 4-6 digits),
+and up to three capitalised words (city, region, country); and backwards over a unit or a building
+name that precedes it ("Flat 302, Sai Residency, MG Road"). A lone lower-case word ends it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+_L = r"[^\W\d_]"  # a letter of any script
+_CAP = r"[A-ZÀ-ÞĀ-ſ][^\W\d_]*(?:['’.-][^\W\d_]+)*\.?"  # capitalised word (Latin)
+_WORD = r"[^\W\d_]+(?:['’.-][^\W\d_]+)*\.?"
+_NUM = r"\d{1,5}(?:\s?[A-Za-z](?![^\W\d_.]))?(?:[-/]\d{1,4}[A-Za-z]?)?"
+_LINK = r"(?:de|del|de la|de las|de los|da|das|do|dos|della|delle|di|du|des|la|le|les|l'|d'|van|von|der|den|het|y|e)"
+
+_PREFIX_TYPES = (
+    "rua|avenida|av\\.|avda\\.?|calle|c/|carrer|avinguda|passeig|paseo|plaza|pl\\.|praça|praca|travessa|largo|"
+    "estrada|rodovia|alameda|camino|carretera|ronda|via|viale|piazza|piazzale|corso|vicolo|strada|"
+    "rue|avenue|boulevard|bd\\.?|bld|chemin|allée|allee|impasse|quai|route|cours|place|"
+    "ulica|ul\\.|aleja|al\\.|osiedle|os\\.|jalan|jl\\.|calea|bulevardul|str\\.|strada|ulitsa|prospekt|"
+    "utca|út|odos|leoforos|sokak|cadde|caddesi|mahallesi|soi|thanon|đường|duong|phố|pho|"
+    "ул\\.|улица|пр\\.|просп\\.|проспект|пер\\.|переулок|вул\\.|вулиця|бул\\.|οδός|οδος|λεωφόρος|λεωφ\\."
+)
+_SUFFIX_WORDS = (
+    "street|st\\.?|avenue|ave\\.?|road|rd\\.?|boulevard|blvd\\.?|lane|ln\\.?|drive|dr\\.?|court|ct\\.?|way|place|pl\\.?|"
+    "terrace|crescent|close|grove|gardens|mews|row|walk|hill|parade|square|sq\\.?|circle|cir\\.?|parkway|pkwy|"
+    "highway|hwy|trail|alley|plaza|pike|quay|wharf|path|green|park|rise|vale|view|heights|estate|marg|nagar|"
+    "layout|colony|sector|block|cross|main|straße|strasse|str\\.|weg|allee|platz|gasse|ring|damm|ufer|"
+    "straat|laan|gracht|plein|kade|singel|dijk|steeg|gatan|vägen|gata|gade|vej|gate|veien|vegen|katu|tie|polku|"
+    "utca|caddesi|sokak|sokağı"
+)
+_SUFFIX_GLUED = (
+    "straße|strasse|str\\.|weg|allee|platz|gasse|ring|damm|ufer|straat|laan|gracht|plein|kade|singel|dijk|steeg|"
+    "gatan|vägen|gata|gade|vej|gate|veien|vegen|katu|tie|polku|utca"
+)
+_UNIT = (
+    r"(?:apt\.?|apartment|apto\.?|apartamento|appartement|app\.?|appt\.?|suite|ste\.?|unit|flat|floor|fl\.?|"
+    r"room|rm\.?|piso|planta|puerta|pta\.?|esc\.?|escalera|bloco|bloque|bl\.?|dpto\.?|depto\.?|departamento|"
+    r"wohnung|whg\.?|etage|étage|stock|og|lok\.?|m\.|mieszkanie|interior|interno|int\.?|scala|casa|lote|lot|plot|"
+    r"house|hse|bldg\.?|building|tower|torre|blk\.?|block|daire|kat|lgh|bus|boîte|no\.?|no:|nr\.?|nº|n°|#|"
+    r"д\.|дом|кв\.|квартира|корп\.|стр\.)"
+)
+_UNIT_PHRASE = rf"(?:{_UNIT}\s*[A-Za-z]?\d{{1,5}}[A-Za-z]?(?:[-/]\d{{1,4}}[A-Za-z]?)?|\d{{1,3}}(?:st|nd|rd|th|º|ª|°|\.)?\s*(?:floor|fl\.?|piso|andar|etage|étage|stock|og)|\d{{1,3}}\s?[º°ª]\s?[A-Za-z]?|{_UNIT}\s+[A-Z]\b)"
+_POSTCODES = (
+    r"\d{5}(?:-\d{4})?",  # US, DE, FR, ES, IT, MX...
+    r"[A-Z]{1,2}\d[A-Z\d]?\s?\d[ABD-HJLNP-UW-Z]{2}",  # UK
+    r"[A-Z]\d[A-Z]\s?\d[A-Z]\d",  # Canada
+    r"[AC-FHKNPRTV-Y]\d{2}\s?[AC-FHKNPRTV-Y0-9]{4}",  # Ireland (Eircode)
+    r"\d{4}\s?[A-Z]{2}",  # Netherlands
+    r"\d{4}-\d{3}",  # Portugal
+    r"\d{2}-\d{3}",  # Poland
+    r"\d{5}-\d{3}",  # Brazil
+    r"〒?\s?\d{3}-\d{4}",  # Japan
+    r"\d{3}\s?\d{3}",  # India
+    r"\d{4,6}",  # many others
+)
+_POSTCODE = "(?:" + "|".join(_POSTCODES) + ")"
+
+_CORE = re.compile(
+    "|".join((
+        # type first, then name, then number: Rua das Flores 123 / ulica Marszałkowska 10 / Via Roma, 5
+        rf"(?i:\b(?:{_PREFIX_TYPES}))\s+(?:(?i:{_LINK})\s+)*{_WORD}(?:\s+(?:(?i:{_LINK})\s+)*{_WORD}){{0,4}}?,?\s+(?:n[º°o]\.?\s*)?{_NUM}(?![\w-])",
+        # number, then type first: 12 rue de la Paix / 45, avenida Paulista
+        rf"\b{_NUM},?\s+(?i:\b(?:{_PREFIX_TYPES}))\s+(?:(?i:{_LINK})\s+)*{_WORD}(?:\s+(?:(?i:{_LINK})\s+)*{_CAP}){{0,3}}",
+        # number, then name, then a street word: 221B Baker Street / 45 adeola odeku street
+        rf"\b{_NUM},?\s+(?:{_WORD}\s+){{1,4}}?(?i:(?:{_SUFFIX_WORDS}))(?![\w])",
+        # glued suffix, then number: Hauptstraße 5 / Prinsengracht 263 / Drottninggatan 12
+        rf"\b{_L}+(?i:{_SUFFIX_GLUED})\s+{_NUM}(?![\w-])",
+        # name words, a street word, a number: Berliner Straße 5 / Adeola Odeku Street 12
+        rf"\b(?:{_CAP}\s+){{1,3}}(?i:(?:{_SUFFIX_WORDS}))\s+{_NUM}(?![\w-])",
+        # Japan: 2-21-1 Shibuya / 東京都渋谷区渋谷2-21-1 / 〒150-0002
+        rf"\b\d{{1,4}}-\d{{1,4}}(?:-\d{{1,4}})?\s+{_CAP}(?:-(?:ku|shi|cho|machi|gun))?",
+        r"(?:〒\s?\d{3}-\d{4}\s*)?[\u3040-\u30ff\u4e00-\u9fff]{2,}\d{1,4}(?:[-‐−ー丁目番地号の]\d{1,4}){1,3}[号]?",
+        # rural routes, PO boxes, GPO boxes
+        r"(?i:\b(?:rr|r\.r\.|rural route|hc|star route)\s*\d{1,4}(?:,?\s*box\s*\d{1,5})?)",
+        r"(?i:\b(?:p\.?\s?o\.?\s?box|post office box|postfach|apartado(?: postal)?|caixa postal|bp|b\.p\.|gpo box)"
+        r"\s*\d{1,8}(?:-\d{3,5})?)",
+        # a named road with the unit before it: Flat 302, Sai Residency, MG Road
+        rf"(?i:\b{_UNIT})\s*[A-Za-z]?\d{{1,5}}[A-Za-z]?,\s+(?:{_CAP}\s+){{0,3}}{_CAP},\s+(?:{_CAP}\s+){{0,2}}(?i:(?:{_SUFFIX_WORDS}))(?![\w])",
+    ))
+)
+_AFTER = re.compile(
+    rf"(?:,\s*|\s+|\s*-\s*)(?:{_UNIT_PHRASE}|{_POSTCODE}(?:\s+{_CAP}(?:[ -]{_CAP}){{0,2}})?|{_CAP}(?:[ -]{_CAP}){{0,2}}(?:\s\d{{1,2}})?)(?![\w])"
+)
+_BEFORE = re.compile(rf"(?:{_UNIT_PHRASE}|{_CAP}(?:\s+{_CAP}){{0,2}})\s*,\s*$")
+_STOP_AFTER = re.compile(r"(?i)^(?:,\s*|\s+)(?:and|or|but|please|thanks|thank|pls|by|before|after|on|at|for|asap|ok|"
+                         r"if|so|the|it|is|i|my|we|you|can|could|will|would|ship|send|deliver|tomorrow|today|"
+                         r"monday|tuesday|wednesday|thursday|friday|saturday|sunday)\b")
+
+
+# Anchors besides street cores: a post code next to a city, a unit, CJK / Hangul addresses.
+_AU_STATES = "NSW|VIC|QLD|WA|SA|TAS|ACT|NT"
+_ANCHOR = re.compile(
+    "|".join((
+        rf"\b(?:\d{{5}}|\d{{3}} \d{{2}}|\d{{2}}-\d{{3}}|\d{{4}}-\d{{3}}|\d{{5}}-\d{{3}}|\d{{4}} ?[A-Z]{{2}})\s+{_CAP}",
+        rf"{_CAP}(?:[ ,]+(?:[A-Z]{{2}}|{_AU_STATES}))?,?\s+(?:\d{{6}}|\d{{5}}(?:-\d{{4}})?|\d{{5}}-\d{{3}}|\d{{3}} \d{{2}})\b",
+        rf"\b(?:{_AU_STATES})\s+\d{{4}}\b",
+        r"\b[A-Z]{2}\s+[A-Z]\d[A-Z]\s?\d[A-Z]\d\b",
+        rf"(?i:\b{_UNIT})\s*[A-Za-z]?\d{{1,5}}[A-Za-z]?(?:/\d{{1,5}})?(?=\s*,)",
+        r"(?:〒\s?\d{3}-\d{4}\s*)?[\u3040-\u30ff\u4e00-\u9fff\uac00-\ud7af]*[\u4e00-\u9fff\uac00-\ud7af]"
+        r"[\u3040-\u30ff\u4e00-\u9fff\uac00-\ud7af\d\-‐−]*\d+[\u3040-\u30ff\u4e00-\u9fff\uac00-\ud7af\d\-‐− ,，]*",
+    ))
+)
+_CJK_MARK = re.compile(r"[市区縣县都道府省路街号號室楼樓丁番동호로길구시]")
+_SEG_STOP = re.compile(r"(?i)^\s*(?:and|or|but|please|pls|thanks|thank|thx|call|ring|text|the|it|is|i|i'm|im|my|we|she|he|"
+                       r"she's|he's|they|you|can|could|will|would|ship|send|deliver|before|after|by|for|asap|ok|if|so|"
+                       r"leave|door|gate|tomorrow|today|mon|tue|wed|thu|fri|sat|sun|monday|tuesday|wednesday|thursday|"
+                       r"friday|saturday|sunday|bei|por|per|para|merci|gracias|danke|obrigad[oa]|grazie|谢谢)\b")
+_SEG_WORD = re.compile(r"[^\s,，]+")
+
+
+def _address_like(seg: str) -> bool:
+    """A comma-separated piece that can continue an address: a unit, a post code, a short place name."""
+    words = _SEG_WORD.findall(seg)
+    if not words or len(words) > 5 or _SEG_STOP.match(seg):
+        return False
+    if re.fullmatch(rf"\s*(?:{_UNIT_PHRASE}|{_POSTCODE})(?:\s+\S+)?\s*", seg, flags=re.IGNORECASE):
+        return True
+    if any(c.isdigit() for c in seg):
+        return len(words) <= 4
+    return all(w[0].isupper() or not w[0].isascii() or w.lower() in _LOWER_OK for w in words if w[0].isalpha()) \
+        and seg[:1] != "" and sum(w[0].isupper() or not w[0].isascii() for w in words if w[0].isalpha()) >= 1
+
+
+_LOWER_OK = frozenset({"de", "del", "la", "el", "im", "am", "an", "der", "di", "da", "do", "dos", "das", "izq", "dcha",
+                       "izquierda", "derecha", "bis", "ter", "city", "sur", "upon", "on", "le", "les", "y", "e"})
+
+
+def _extend(text: str, start: int, end: int) -> tuple[int, int]:
+    """Grow [start, end) over address-like comma-separated pieces on either side (a few at most)."""
+    for _ in range(6):
+        m = re.match(r"\s*[,，]\s*|\s+-\s+|\s*/\s*|\s+", text[end:])
+        if m is None:
+            break
+        rest = text[end + m.end():]
+        seg_m = re.match(r"[^,，.;:!?()\n]*", rest)
+        seg = seg_m.group() if seg_m else ""
+        if not seg.strip():
+            break
+        if not _address_like(seg):
+            # a piece like "NY 11226 please": take its address-shaped head only
+            head = re.match(rf"(?:{_UNIT_PHRASE}|{_POSTCODE}|[A-Z]{{2,3}}\s+{_POSTCODE})(?![\w])", seg, flags=re.I)
+            if head is None or (m.group().strip() == "" and not head):
+                break
+            end = end + m.end() + head.end()
+            continue
+        end = end + m.end() + len(seg.rstrip())
+    for _ in range(3):
+        m = re.search(r"[,，]\s*$", text[:start])
+        if m is None:
+            break
+        seg_start = max(text.rfind(c, 0, m.start()) for c in ",，:;!?\n(") + 1
+        seg = text[seg_start:m.start()]
+        unit = re.search(rf"(?i)\b{_UNIT}\s*[A-Za-z]?\d{{1,5}}[A-Za-z]?(?:/\d+)?\s*$|\b{_UNIT}\s+[A-Z]\s*$", seg)
+        if unit is not None:
+            start = seg_start + unit.start()
+        elif _address_like(seg) and len(_SEG_WORD.findall(seg)) <= 3 and re.search(r"\d", seg):
+            start = seg_start + len(seg) - len(seg.lstrip())
+        else:
+            break
+    return start, end
+
+
+_CUE = re.compile(
+    r"(?i:\b(?:(?:my |the |delivery |shipping |home |billing |new )?address(?: is)?|addr\.?|dirección|direccion|"
+    r"endereço|endereco|indirizzo|adresse|adres|adresa|lieferadresse|адрес|адреса|διεύθυνση|delivery is|"
+    r"deliver(?: it)? to|ship(?: it)? to|send(?: it)? to|giao tới|gửi tới|enviar a|livrer à|liefern an|"
+    r"lieferung an|i live at|i'm at|i am at|we live at|located at|vivo en|moro na|abito in|j'habite)\b|주소는?|地址|住所)"
+    r"\s*[:：]?\s*"
+)
+
+
+def _after_cue(text: str) -> Iterator[tuple[int, int]]:
+    """The comma-separated pieces after an address cue, when one of the first three holds a digit."""
+    for m in _CUE.finditer(text):
+        start = m.end()
+        pieces = re.findall(r"[^,，\n]+", text[start:])[:3]
+        if not pieces or not any(any(c.isdigit() for c in p) for p in pieces) or _SEG_STOP.match(pieces[0]):
+            continue
+        # "send it to Maria Garcia, 12 Main St": a name first is not part of the address
+        if not re.search(rf"\d|(?i:\b(?:{_UNIT}|{_PREFIX_TYPES}|{_SUFFIX_WORDS})(?!\w))", pieces[0]):
+            continue
+        first = re.match(r"[^,，.;!?\n]*", text[start:])
+        end = start + len(first.group().rstrip()) if first else start
+        if end > start:
+            yield _extend(text, start, end)
+
+
+def find_addresses(text: str) -> Iterator[tuple[int, int]]:
+    """Character spans of street addresses (cores extended over unit, post code, city, country)."""
+    yield from _after_cue(text)
+    for m in _CORE.finditer(text):
+        start, end = m.start(), m.end()
+        for _ in range(6):
+            nxt = _AFTER.match(text, end)
+            if nxt is None or _STOP_AFTER.match(text[end:nxt.end()]):
+                break
+            end = nxt.end()
+        before = _BEFORE.search(text[max(0, start - 60):start])
+        if before is not None and re.match(rf"(?i){_UNIT}", before.group()):
+            start = start - (len(text[max(0, start - 60):start]) - before.start())
+        yield _extend(text, start, end)
+    for m in _ANCHOR.finditer(text):
+        raw = m.group()
+        if not raw.isascii() and not raw[:1].isalpha() and not raw.startswith("〒") and not _CJK_MARK.search(raw):
+            continue
+        if not raw.isascii() and raw[:1] not in "〒" and not raw[:1].isdigit() and not _CJK_MARK.search(raw) \
+                and not raw[:1].isupper():
+            continue
+        if re.search(r"[\u3040-\u30ff\u4e00-\u9fff\uac00-\ud7af]", raw) and not _CJK_MARK.search(raw):
+            continue
+        s, e = m.start(), m.end() - (len(raw) - len(raw.rstrip(" ,，")))
+        yield _extend(text, s, e)

