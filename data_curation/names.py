@@ -42,7 +42,8 @@ def _words(text: str) -> frozenset[str]:
 
 _TOKEN = re.compile(r"[^\W\d_]+(?:['’\-][^\W\d_]+)*")
 _PARTICLES = frozenset({"van", "von", "de", "da", "di", "del", "della", "der", "den", "du", "la", "le", "bin",
-                        "ibn", "al", "el", "dos", "das", "ter", "ten", "y"})
+                        "ibn", "al", "el", "dos", "das", "ter", "ten", "y", "i", "binti", "bint", "dela", "delos",
+                        "ben", "bat", "ould", "ap", "mac", "st"})
 # Words that start sentences or follow cues in capitals but are not names (compared case-folded).
 _NOT_NAMES = _words("""
 a an the this that these those my your our their his her its i we you they he she it me us them i'm it's hi
@@ -64,6 +65,24 @@ _STRONG = re.compile(
     r"\battn:?|\battention:?|\bc/o|\bregards,?|\bsincerely,?|\bsigned,?|\bask for|\bspeak to|\bnamed|"
     r"\bcalled|\bmr\.?|\bmrs\.?|\bms\.?|\bmiss|\bdr\.?|\bprof\.?|\bfrom:|\bto:|\bcustomer:|[—–]|--)\s*$"
 )
+# Words before a lower-case name: "its for kwame", "my mom rosa-linda", "for ikaika kahananui".
+_LOWER_CUE = re.compile(r"(?:\bfor|\bto|\bfrom|\bwith|\bmom|\bmum|\bdad|\bson|\bdaughter|\bwife|\bhusband|\bfriend|"
+                        r"\bbrother|\bsister|\bniece|\bnephew|\bbaby|\bgrandma|\bgrandpa|\babuela|\babuelo|\bboss|"
+                        r"\bpartner|\bbf|\bgf|\bcousin|\baunt|\buncle|\bshout out(?: to)?|\bask|@)\s*$")
+_ANY_SCRIPT_CUE = re.compile(
+    r"(?i:\b(?:a nombre de|nombre(?: es)?|me llamo|soy|je m'appelle|je suis|nom|nome|mi chiamo|sono|ich bin|ich heiße|"
+    r"nachname|vorname|first name|last name|surname|family name|given name|apellidos?|cognome|sobrenome|"
+    r"passenger|guest|recipient|receiver|người nhận|tên|tên tôi là|mình là|em là|anh là|chị là|"
+    r"имя|зовут|получатель|одержувач|звати|παραλήπτης|όνομα|με λένε|adım|ismim|alıcı|nama saya|nama|penerima|"
+    r"ako si|pangalan)\b\s*[:：]?\s*)"
+    r"|(?:收件人|收货人|收貨人|姓名|名字|亲爱的|親愛的|我叫|名義は|名前は|氏名|宛名|宛先|"
+    r"받는 사람은|받는 사람|이름은|이름|받는분|नाम|मेरा नाम|ชื่อ|คุณ|اسمي|الاسم|المستلم|نام|שמי|שם)\s*[:：]?\s*"
+)
+# A name in a script without spaces between words: 2-4 Han characters, a kana or Hangul word.
+_CJK_NAME = re.compile(r"[\u4e00-\u9fff]{2,3}(?=[^\u4e00-\u9fff]|$)|[\u30a0-\u30ff]+(?:[ 　・][\u30a0-\u30ff]+)?"
+                       r"|[\u3040-\u309f]{2,4}(?=ちゃん|さん|くん|様|さま)|[\uac00-\ud7af]{2,4}(?=[이가은는님씨]|\s|$)"
+                       r"|[\u0e00-\u0e7f]+(?: [\u0e00-\u0e7f]+)?(?= |\d|$)")
+_CUED_WORDS = re.compile(r"[^\W\d_]+(?:['’\-.][^\W\d_]+)*(?: [^\W\d_]+(?:['’\-.][^\W\d_]+)*){0,3}")
 _SHIP_CUE = re.compile(r"\b(?:send|ship|deliver|post|mail)(?: it| them| this| that)? to\s*$")
 _GREETING = re.compile(
     r"(?:\bhi|\bhello|\bhey|\bdear|\bthanks|\bthank you|\bcheers|\bbest|\blove|\bxoxo|\bbye)[,!]?\s*$"
@@ -105,7 +124,8 @@ class _Tok:
 
     @property
     def latin(self) -> bool:
-        return all(c < "\u0250" for c in self.text)  # Basic Latin through Latin Extended-B
+        # Basic Latin to Latin Extended-B, combining accents, Latin Extended Additional (Vietnamese)
+        return all(c < "\u0250" or "\u0300" <= c < "\u0370" or "\u1e00" <= c < "\u1f00" for c in self.text)
 
 
 class NameFinder:
@@ -131,9 +151,16 @@ class NameFinder:
     def find(self, text: str) -> list[tuple[int, int]]:
         toks = [_Tok(m.start(), m.end(), m.group()) for m in _TOKEN.finditer(text)]
         spans = self._rules(text, toks)
-        if self.ner is not None and any(t.titled or not t.latin for t in toks):
+        if self.ner is not None and any(self._ner_worthy(t, k) for k, t in enumerate(toks)):
             spans.extend(self._ner(text))
         return spans
+
+    def _ner_worthy(self, tok: _Tok, k: int) -> bool:
+        """Only texts with a word the model's PERSON spans could keep are sent to it (a PERSON span
+        needs a word that is a name in the lexicon): most shopping texts have none, and skip the model."""
+        if not (tok.titled or not tok.latin) or tok.key in _NOT_NAMES or tok.key in self.protected:
+            return False
+        return self.lexicon is None or self.lexicon.is_name(tok.key)
 
     def _ner(self, text: str) -> list[tuple[int, int]]:
         out = []
@@ -152,11 +179,14 @@ class NameFinder:
     def _product_context(self, text: str, run: list[_Tok]) -> bool:
         """``the Salomon boots``, ``an Eames chair``, ``Café Central``: an article before, a product or
         place noun in or after the run."""
-        if any(t.key in PRODUCT_NOUNS for t in run):
+        if any(t.key in PRODUCT_NOUNS or (len(t.text) > 1 and t.text.isupper()) for t in run):
+            return True  # "Café Central", "Bose QC Ultra"
+        before = text[max(0, run[0].start - 16) : run[0].start].casefold()
+        if re.search(r"\b(?:the|a|an|this|that|these|those|some|my new|new|our|see|visit|visiting|tour|explore|"
+                     r"near|around|versus|vs\.?)\s+$", before):
             return True
-        before = text[max(0, run[0].start - 8) : run[0].start].casefold()
-        if re.search(r"\b(?:the|a|an|this|that|these|those|some|my new|new|our)\s+$", before):
-            return True
+        if re.match(r" (?:[A-Za-z]*\d|[A-Z]{2,}\b)", text[run[-1].end :]):
+            return True  # a model name follows: "Air Max 90", "Dyson V15"
         nxt = _TOKEN.match(text, run[-1].end + 1) if text[run[-1].end : run[-1].end + 1] == " " else None
         if nxt is None or self.lexicon is None:
             return False
@@ -180,20 +210,78 @@ class NameFinder:
                 continue
             span = self._judge(text, toks[i:j])
             if span is not None:
-                spans.append(span)
+                spans.append(self._whole_run(toks[i:j], span))
             i = j
+        if self.lexicon is not None:
+            spans.extend(self._cued(text))
         return spans
+
+    def _whole_run(self, run: list[_Tok], span: tuple[int, int]) -> tuple[int, int]:
+        """With a lexicon, a name found in part of a run takes the run's other name-like words too
+        ("María José Fernández Ortega", not just the pair the lists know)."""
+        lex = self.lexicon
+        if lex is None:
+            return span
+
+        def weak(t: _Tok) -> bool:
+            return not self._lexical_name(t) and (t.key in _NOT_NAMES or t.key in lex.common or t.key in self.protected
+                                                  or t.key in lex.places or t.key in _PARTICLES)
+
+        while run and weak(run[0]):
+            run = run[1:]
+        while run and weak(run[-1]):
+            run = run[:-1]
+        if not run:
+            return span
+        end = run[-1].end - (2 if run[-1].text[-2:] in ("'s", "’s") else 0)
+        return min(span[0], run[0].start), max(span[1], end)
+
+    def _cued(self, text: str) -> list[tuple[int, int]]:
+        """The words right after a name cue in many languages ("收件人：王芳", "名義は ヤマモト サクラ", "नाम: …")."""
+        out: list[tuple[int, int]] = []
+        lex = self.lexicon
+        if lex is None:
+            return out
+        for m in _ANY_SCRIPT_CUE.finditer(text):
+            rest = text[m.end():]
+            cjk = _CJK_NAME.match(rest)
+            if cjk is not None:
+                out.append((m.end(), m.end() + cjk.end()))
+                continue
+            words = _CUED_WORDS.match(rest)
+            if words is None:
+                continue
+            toks = [w for w in _TOKEN.finditer(words.group())]
+            keep = []
+            for w in toks:
+                key = w.group().casefold()
+                tok = _Tok(w.start(), w.end(), w.group())
+                namey = self._lexical_name(tok) or key in self.known or (tok.titled and key not in lex.common)
+                if key in _NOT_NAMES or key in self.protected or (tok.latin and not namey):
+                    break
+                keep.append(w)
+            if keep:
+                out.append((m.end() + keep[0].start(), m.end() + keep[-1].end()))
+        return out
 
     def _name_shaped(self, text: str, toks: list[_Tok], k: int, first_in_run: bool) -> bool:
         tok = toks[k]
         if tok.titled or (self.lexicon is not None and not tok.latin):
             return True
-        # A lower-case name right after a strong cue ("my name is lena chen").
-        if tok.key not in self.known or tok.key in _NOT_NAMES:
+        # A lower-case name right after a strong cue ("my name is lena chen", "its for kwame").
+        if tok.key in _NOT_NAMES or not (tok.key in self.known or self._lexical_name(tok)):
             return False
+        before = text[max(0, tok.start - 40) : tok.start].casefold()
         if first_in_run:
-            return bool(_STRONG.search(text[max(0, tok.start - 40) : tok.start].casefold()))
+            return bool(_STRONG.search(before) or (self._lexical_name(tok) and _LOWER_CUE.search(before)))
         return not toks[k - 1].titled
+
+    def _lexical_name(self, tok: _Tok) -> bool:
+        """A rare name by the lexicon (for a hyphenated word, any of its parts: "Ji-woo", "Adebayo-Williams")."""
+        lex = self.lexicon
+        if lex is None or tok.key in self.protected:
+            return False
+        return lex.rare_name(tok.key) or ("-" in tok.key and any(lex.rare_name(p) for p in tok.key.split("-") if p))
 
     def _run_end(self, text: str, toks: list[_Tok], i: int) -> int:
         """End (exclusive) of the run starting at toks[i]; i when toks[i] cannot start one."""
@@ -231,7 +319,8 @@ class NameFinder:
             if len(keys) >= 2 or keys[0] in self.known or after_boundary:
                 return run[0].start, end
             return None
-        if _GREETING.search(before) and keys[0] in self.first and (len(keys) >= 2 or after_boundary):
+        if _GREETING.search(before) and (keys[0] in self.first or self._lexical_name(run[0])) \
+                and (len(keys) >= 2 or after_boundary):
             return run[0].start, end
         return self._pair(run) or self._lexical(text, run)
 
@@ -245,7 +334,7 @@ class NameFinder:
             return None
 
         def evidence(t: _Tok) -> bool:
-            return t.key not in self.protected and lex.rare_name(t.key)
+            return self._lexical_name(t)
 
         if not any(evidence(t) for t in run) or self._product_context(text, run):
             return None
