@@ -25,7 +25,7 @@ from collections.abc import Iterator
 _L = r"[^\W\d_]"  # a letter of any script
 _CAP = r"[A-ZÀ-ÞĀ-ſ][^\W\d_]*(?:['’.-][^\W\d_]+)*\.?"  # capitalised word (Latin)
 _WORD = r"[^\W\d_]+(?:['’.-][^\W\d_]+)*\.?"
-_NUM = r"\d{1,5}(?:\s?[A-Za-z](?![^\W\d_.]))?(?:[-/]\d{1,4}[A-Za-z]?)?"
+_NUM = r"\d{1,5}(?:\s?[A-Za-z](?![^\W\d_]|\.))?(?:[-/]\d{1,4}[A-Za-z]?)?"
 _LINK = r"(?:de|del|de la|de las|de los|da|das|do|dos|della|delle|di|du|des|la|le|les|l'|d'|van|von|der|den|het|y|e)"
 
 _PREFIX_TYPES = (
@@ -44,6 +44,9 @@ _SUFFIX_WORDS = (
     "straat|laan|gracht|plein|kade|singel|dijk|steeg|gatan|vägen|gata|gade|vej|gate|veien|vegen|katu|tie|polku|"
     "utca|caddesi|sokak|sokağı"
 )
+# Street words that may be written in lower case ("45 adeola odeku street"); the others ("gate", "view",
+# "park", "hill") count only capitalised, so "678, call when at the gate" is no address.
+_SUFFIX_LOWER_OK = "street|st\\.?|avenue|ave\\.?|road|rd\\.?|boulevard|blvd\\.?|lane|ln\\.?|drive|highway|hwy|straße|strasse|str\\."
 _SUFFIX_GLUED = (
     "straße|strasse|str\\.|weg|allee|platz|gasse|ring|damm|ufer|straat|laan|gracht|plein|kade|singel|dijk|steeg|"
     "gatan|vägen|gata|gade|vej|gate|veien|vegen|katu|tie|polku|utca"
@@ -57,6 +60,7 @@ _UNIT = (
 )
 _UNIT_PHRASE = rf"(?:{_UNIT}\s*[A-Za-z]?\d{{1,5}}[A-Za-z]?(?:[-/]\d{{1,4}}[A-Za-z]?)?|\d{{1,3}}(?:st|nd|rd|th|º|ª|°|\.)?\s*(?:floor|fl\.?|piso|andar|etage|étage|stock|og)|\d{{1,3}}\s?[º°ª]\s?[A-Za-z]?|{_UNIT}\s+[A-Z]\b)"
 _POSTCODES = (
+    r"\d{5}-\d{3}",  # Brazil
     r"\d{5}(?:-\d{4})?",  # US, DE, FR, ES, IT, MX...
     r"[A-Z]{1,2}\d[A-Z\d]?\s?\d[ABD-HJLNP-UW-Z]{2}",  # UK
     r"[A-Z]\d[A-Z]\s?\d[A-Z]\d",  # Canada
@@ -64,7 +68,6 @@ _POSTCODES = (
     r"\d{4}\s?[A-Z]{2}",  # Netherlands
     r"\d{4}-\d{3}",  # Portugal
     r"\d{2}-\d{3}",  # Poland
-    r"\d{5}-\d{3}",  # Brazil
     r"〒?\s?\d{3}-\d{4}",  # Japan
     r"\d{3}\s?\d{3}",  # India
     r"\d{4,6}",  # many others
@@ -74,11 +77,11 @@ _POSTCODE = "(?:" + "|".join(_POSTCODES) + ")"
 _CORE = re.compile(
     "|".join((
         # type first, then name, then number: Rua das Flores 123 / ulica Marszałkowska 10 / Via Roma, 5
-        rf"(?i:\b(?:{_PREFIX_TYPES}))\s+(?:(?i:{_LINK})\s+)*{_WORD}(?:\s+(?:(?i:{_LINK})\s+)*{_WORD}){{0,4}}?,?\s+(?:n[º°o]\.?\s*)?{_NUM}(?![\w-])",
+        rf"(?i:\b(?:{_PREFIX_TYPES}))\s+(?:(?i:{_LINK})\s+)*{_WORD}(?:\s+(?:(?i:{_LINK})\s+)*{_WORD}){{0,4}}?,?\s+(?:(?i:n[º°o]|no:|nr|д|дом)\.?\s*)?{_NUM}(?![\w-])",
         # number, then type first: 12 rue de la Paix / 45, avenida Paulista
         rf"\b{_NUM},?\s+(?i:\b(?:{_PREFIX_TYPES}))\s+(?:(?i:{_LINK})\s+)*{_WORD}(?:\s+(?:(?i:{_LINK})\s+)*{_CAP}){{0,3}}",
         # number, then name, then a street word: 221B Baker Street / 45 adeola odeku street
-        rf"\b{_NUM},?\s+(?:{_WORD}\s+){{1,4}}?(?i:(?:{_SUFFIX_WORDS}))(?![\w])",
+        rf"\b{_NUM}\s+(?:{_WORD}\s+){{1,4}}?(?:(?i:{_SUFFIX_LOWER_OK})|(?=[A-Z])(?i:{_SUFFIX_WORDS}))(?![\w])",
         # glued suffix, then number: Hauptstraße 5 / Prinsengracht 263 / Drottninggatan 12
         rf"\b{_L}+(?i:{_SUFFIX_GLUED})\s+{_NUM}(?![\w-])",
         # name words, a street word, a number: Berliner Straße 5 / Adeola Odeku Street 12
@@ -112,12 +115,13 @@ _ANCHOR = re.compile(
         rf"\b(?:{_AU_STATES})\s+\d{{4}}\b",
         r"\b[A-Z]{2}\s+[A-Z]\d[A-Z]\s?\d[A-Z]\d\b",
         rf"(?i:\b{_UNIT})\s*[A-Za-z]?\d{{1,5}}[A-Za-z]?(?:/\d{{1,5}})?(?=\s*,)",
+        r"(?i:\b(?:apt|apartment|flat|unit|suite|apto|wohnung|whg|piso|dpto|depto)\.?\s*#?\d{1,5}[A-Za-z]?\b)",
         r"(?:〒\s?\d{3}-\d{4}\s*)?[\u3040-\u30ff\u4e00-\u9fff\uac00-\ud7af]*[\u4e00-\u9fff\uac00-\ud7af]"
         r"[\u3040-\u30ff\u4e00-\u9fff\uac00-\ud7af\d\-‐−]*\d+[\u3040-\u30ff\u4e00-\u9fff\uac00-\ud7af\d\-‐− ,，]*",
     ))
 )
 _CJK_MARK = re.compile(r"[市区縣县都道府省路街号號室楼樓丁番동호로길구시]")
-_SEG_STOP = re.compile(r"(?i)^\s*(?:and|or|but|please|pls|thanks|thank|thx|call|ring|text|the|it|is|i|i'm|im|my|we|she|he|"
+_SEG_STOP = re.compile(r"(?i)^\s*(?:and|or|but|please|pls|thanks|thank|thx|call|ring|text|the|it|is|i|i'm|my|we|she|he|"
                        r"she's|he's|they|you|can|could|will|would|ship|send|deliver|before|after|by|for|asap|ok|if|so|"
                        r"leave|door|gate|tomorrow|today|mon|tue|wed|thu|fri|sat|sun|monday|tuesday|wednesday|thursday|"
                        r"friday|saturday|sunday|bei|por|per|para|merci|gracias|danke|obrigad[oa]|grazie|谢谢)\b")
@@ -141,6 +145,21 @@ _LOWER_OK = frozenset({"de", "del", "la", "el", "im", "am", "an", "der", "di", "
                        "izquierda", "derecha", "bis", "ter", "city", "sur", "upon", "on", "le", "les", "y", "e"})
 
 
+def _segment(rest: str) -> str:
+    """The piece of ``rest`` up to a comma or sentence end; a full stop after an abbreviation or a number
+    ("Oax.", "ul.", "Brgy.", "2. Stock") does not end it."""
+    pos = 0
+    while True:
+        m = re.match(r"[^,，.;:!?()\n]*", rest[pos:])
+        pos += m.end() if m else 0
+        if pos < len(rest) and rest[pos] == "." and pos + 1 < len(rest) and rest[pos + 1] == " ":
+            word = re.search(r"(\S+)$", rest[:pos])
+            if word is not None and (len(word.group(1)) <= 4 or word.group(1).isdigit()):
+                pos += 1
+                continue
+        return rest[:pos]
+
+
 def _extend(text: str, start: int, end: int) -> tuple[int, int]:
     """Grow [start, end) over address-like comma-separated pieces on either side (a few at most)."""
     for _ in range(6):
@@ -148,8 +167,7 @@ def _extend(text: str, start: int, end: int) -> tuple[int, int]:
         if m is None:
             break
         rest = text[end + m.end():]
-        seg_m = re.match(r"[^,，.;:!?()\n]*", rest)
-        seg = seg_m.group() if seg_m else ""
+        seg = _segment(rest)
         if not seg.strip():
             break
         if not _address_like(seg):
@@ -160,6 +178,9 @@ def _extend(text: str, start: int, end: int) -> tuple[int, int]:
             end = end + m.end() + head.end()
             continue
         end = end + m.end() + len(seg.rstrip())
+    unit = re.search(rf"(?i)\b{_UNIT}\s*$", text[:start])
+    if unit is not None:
+        start = unit.start()
     for _ in range(3):
         m = re.search(r"[,，]\s*$", text[:start])
         if m is None:
@@ -195,8 +216,7 @@ def _after_cue(text: str) -> Iterator[tuple[int, int]]:
         # "send it to Maria Garcia, 12 Main St": a name first is not part of the address
         if not re.search(rf"\d|(?i:\b(?:{_UNIT}|{_PREFIX_TYPES}|{_SUFFIX_WORDS})(?!\w))", pieces[0]):
             continue
-        first = re.match(r"[^,，.;!?\n]*", text[start:])
-        end = start + len(first.group().rstrip()) if first else start
+        end = start + len(_segment(text[start:]).rstrip())
         if end > start:
             yield _extend(text, start, end)
 
@@ -225,4 +245,7 @@ def find_addresses(text: str) -> Iterator[tuple[int, int]]:
         if re.search(r"[\u3040-\u30ff\u4e00-\u9fff\uac00-\ud7af]", raw) and not _CJK_MARK.search(raw):
             continue
         s, e = m.start(), m.end() - (len(raw) - len(raw.rstrip(" ,，")))
+        city = re.search(rf"{_CAP}(?:\s+{_CAP}){{0,2}},\s*$", text[:s])
+        if city is not None and re.match(r"[A-Z]{2,3}\s", raw):
+            s = city.start()  # "Vancouver, BC V5T 3J9"
         yield _extend(text, s, e)

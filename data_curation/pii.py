@@ -305,6 +305,8 @@ class PhoneFinder:
             # ("+44 7667 445676" is outside the assigned ranges but is still somebody's phone).
             spans.update((m.start, m.end) for m in PhoneNumberMatcher(sub, None, leniency=Leniency.POSSIBLE)
                          if sum(c.isdigit() for c in m.raw_string) >= 8)
+            if not spans and sub.lstrip().startswith("+") and 8 <= digits <= 15:
+                spans.add((0, len(sub)))  # "+234 1 271 4400": a + and 8-15 digits is a phone whatever its plan
         if not spans:
             for region in self.regions:
                 spans.update((m.start, m.end) for m in PhoneNumberMatcher(sub, region, leniency=Leniency.VALID))
