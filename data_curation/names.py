@@ -69,8 +69,16 @@ _STRONG = re.compile(
 _LOWER_CUE = re.compile(r"(?:\bfor|\bto|\bfrom|\bwith|\bmom|\bmum|\bdad|\bson|\bdaughter|\bwife|\bhusband|\bfriend|"
                         r"\bbrother|\bsister|\bniece|\bnephew|\bbaby|\bgrandma|\bgrandpa|\babuela|\babuelo|\bboss|"
                         r"\bpartner|\bbf|\bgf|\bcousin|\baunt|\buncle|\bshout out(?: to)?|\bask|@)\s*$")
+# A name closing a message: after a sentence end, a dash or nothing at all (the whole message).
+_SIGN_OFF = re.compile(r"(?:^|[.!?\n]\s+|\s[-—–~]\s*|^[-—–~]\s*)(?P<n>[^\W\d_]+(?:['’\-][^\W\d_]+)*"
+                       r"(?: [^\W\d_]+(?:['’\-][^\W\d_]+)*){0,2})\s*[.!❤️🙏😊🙂✨💕♥]*\s*$")
+# A name before an honorific or a copula, in scripts without spaces: "田中さくら です", "김민지입니다".
+_CJK_HONORIFIC = re.compile(r"(?<![\u4e00-\u9fff\u3040-\u30ff])([\u4e00-\u9fff]{1,3}[\u3040-\u30ff]{0,4}|[\u30a0-\u30ff]{2,8})"
+                            r"\s*(?:です|さん|様|さま|ちゃん|くん|と申します)"
+                            r"|([\uac00-\ud7af]{2,4})\s*(?:입니다|이에요|예요|고객님|님|씨)")
 _ANY_SCRIPT_CUE = re.compile(
-    r"(?i:\b(?:a nombre de|nombre(?: es)?|me llamo|soy|je m'appelle|je suis|nom|nome|mi chiamo|sono|ich bin|ich heiße|"
+    r"(?i:(?:\b(?:order |gift |parcel |package |it's |its )?for|\bnames?|\bto|\battn|\brecipient|\bfrom)[:：]\s*)"
+    r"|(?i:\b(?:a nombre de|nombre(?: es)?|me llamo|soy|je m'appelle|je suis|nom|nome|mi chiamo|sono|ich bin|ich heiße|"
     r"nachname|vorname|first name|last name|surname|family name|given name|apellidos?|cognome|sobrenome|"
     r"passenger|guest|recipient|receiver|người nhận|tên|tên tôi là|mình là|em là|anh là|chị là|"
     r"имя|зовут|получатель|одержувач|звати|παραλήπτης|όνομα|με λένε|adım|ismim|alıcı|nama saya|nama|penerima|"
@@ -171,7 +179,9 @@ class NameFinder:
                 continue
             # The small model takes capitalised nouns for people ("Lieferadresse", "Sagrada Familia"):
             # a PERSON span needs a word that is somebody's name in some country.
-            if self.lexicon is not None and not any(self.lexicon.is_name(w.key) for w in words):
+            lex = self.lexicon
+            if lex is not None and not (any(self._lexical_name(w) for w in words) or (
+                    any(lex.is_name(w.key) for w in words) and not any(w.key in lex.common for w in words))):
                 continue
             out.append((words[0].start, words[-1].end - (2 if words[-1].text[-2:] in ("'s", "’s") else 0)))
         return out
@@ -183,10 +193,13 @@ class NameFinder:
             return True  # "Café Central", "Bose QC Ultra"
         before = text[max(0, run[0].start - 16) : run[0].start].casefold()
         if re.search(r"\b(?:the|a|an|this|that|these|those|some|my new|new|our|see|visit|visiting|tour|explore|"
-                     r"near|around|versus|vs\.?)\s+$", before):
-            return True
+                     r"near|around|versus|vs\.?|in|at|mt\.?|mount|lake|cape|port|fort|isla|wadi|jebel|gunung)\s+$",
+                     before):
+            return True  # "see Ponte Vecchio", "in Alfama", "Mt Fuji"
         if re.match(r" (?:[A-Za-z]*\d|[A-Z]{2,}\b)", text[run[-1].end :]):
             return True  # a model name follows: "Air Max 90", "Dyson V15"
+        if run[-1].text[-2:] in ("'s", "’s"):
+            return False  # "Tariq's jacket": a person's
         nxt = _TOKEN.match(text, run[-1].end + 1) if text[run[-1].end : run[-1].end + 1] == " " else None
         if nxt is None or self.lexicon is None:
             return False
@@ -197,7 +210,7 @@ class NameFinder:
     def _ordinary(self, tok: _Tok) -> bool:
         """A word that is no evidence of a name on its own: catalog vocabulary, a place, a lower-case word."""
         key = tok.key
-        return key in self.protected or (self.lexicon is not None and key in self.lexicon.places) or \
+        return key in self.protected or (self.lexicon is not None and self.lexicon.is_place(key)) or \
             (tok.latin and not tok.titled)
 
     def _rules(self, text: str, toks: list[_Tok]) -> list[tuple[int, int]]:
@@ -214,7 +227,26 @@ class NameFinder:
             i = j
         if self.lexicon is not None:
             spans.extend(self._cued(text))
+            spans.extend(self._signed(text))
+            spans.extend(m.span(1) if m.group(1) else m.span(2) for m in _CJK_HONORIFIC.finditer(text))
         return spans
+
+    def _signed(self, text: str) -> list[tuple[int, int]]:
+        """A sign-off, or a message that is only a name: 1-3 words at the very end, after a sentence end
+        or a dash ("... I'm furious. Destiny Washington", "- bukola"), each a name in the lexicon."""
+        m = _SIGN_OFF.search(text)
+        lex = self.lexicon
+        if m is None or lex is None:
+            return []
+        words = [_Tok(w.start() + m.start("n"), w.end() + m.start("n"), w.group()) for w in _TOKEN.finditer(m.group("n"))]
+        if not words or any(w.key in _NOT_NAMES or w.key in self.protected for w in words) \
+                or lex.is_place(" ".join(w.key for w in words)):
+            return []
+        if not all(lex.is_name(w.key) or (w.titled and w.key not in lex.common) for w in words):
+            return []
+        if len(words) == 1 and not (self._lexical_name(words[0]) or words[0].key in self.first):
+            return []
+        return [(words[0].start, words[-1].end)]
 
     def _whole_run(self, run: list[_Tok], span: tuple[int, int]) -> tuple[int, int]:
         """With a lexicon, a name found in part of a run takes the run's other name-like words too
@@ -225,7 +257,7 @@ class NameFinder:
 
         def weak(t: _Tok) -> bool:
             return not self._lexical_name(t) and (t.key in _NOT_NAMES or t.key in lex.common or t.key in self.protected
-                                                  or t.key in lex.places or t.key in _PARTICLES)
+                                                  or lex.is_place(t.key) or t.key in _PARTICLES)
 
         while run and weak(run[0]):
             run = run[1:]
@@ -314,7 +346,7 @@ class NameFinder:
         keys = [t.key for t in run if t.key not in _PARTICLES]
         end = run[-1].end - (2 if run[-1].text[-2:] in ("'s", "’s") else 0)  # "Hannah's" -> "Hannah"
         if _STRONG.search(before):
-            if self.lexicon is not None and " ".join(keys) in self.lexicon.places and _SHIP_CUE.search(before):
+            if self.lexicon is not None and self.lexicon.is_place(" ".join(keys)) and _SHIP_CUE.search(before):
                 return None  # "ship to Georgia"
             if len(keys) >= 2 or keys[0] in self.known or after_boundary:
                 return run[0].start, end
@@ -330,7 +362,7 @@ class NameFinder:
         if lex is None:
             return None
         joined = " ".join(t.key for t in run)
-        if joined in lex.places or all(t.key in self.protected for t in run):
+        if lex.is_place(joined) or all(t.key in self.protected for t in run):
             return None
 
         def evidence(t: _Tok) -> bool:
@@ -340,7 +372,7 @@ class NameFinder:
             return None
 
         def weak(t: _Tok) -> bool:
-            return not evidence(t) and (t.key in lex.common or t.key in self.protected or t.key in lex.places
+            return not evidence(t) and (t.key in lex.common or t.key in self.protected or lex.is_place(t.key)
                                         or t.key in _PARTICLES)
 
         while run and weak(run[0]):

@@ -146,7 +146,7 @@ _ADDRESS = re.compile(
     ))
 )
 _POSTCODE_CUE = re.compile(
-    rf"(?i:\b(?:zip(?: code)?|postcode|post code|postal code|plz|eircode|cep|pin(?: ?code)?|cap|code postal|c\.p\.|cp)\s*[:#]?\s*)"
+    rf"(?i:\b(?:zip(?: code)?|postcode|post code|postal code|plz|eircode|cep|pin(?: ?code)?|cap|code postal|c\.p\.|cp|postnummer|código postal|codigo postal|почтовый индекс|индекс)\s*(?:is|es|est|ist|é|:|#)?\s*[:#]?\s*)"
     rf"(?P<id>{_ZIP}|{_UKPC}|[A-Z]\d[A-Z]\s?\d[A-Z]\d|[AC-FHKNPRTV-Y]\d{{2}}\s?[AC-FHKNPRTV-Y0-9]{{4}}|\d{{4}}\s?[A-Z]{{2}}|"
     rf"\d{{4,5}}-\d{{3}}|\d{{2}}-\d{{3}}|\d{{3}}-\d{{4}}|\d{{3}}\s?\d{{3}}|\d{{4,6}})\b"
 )
