@@ -234,7 +234,7 @@ def main() -> None:
             runs = {}
             for mode in ("rules", "ner"):
                 runs[mode] = _run(_SIDEKICK, str(world), f"{tmp}/curated-{mode}", str(key), args.embedder,
-                                  tmp + "/cache", mode)
+                                  f"{tmp}/cache-{mode}", mode)
             base = _run(_BASELINE, str(world), tmp + "/baseline")
         _print(n, runs, base)
         result.update(sessions=n, embedder=args.embedder, generate=gen, sidekick=runs, baseline=base)

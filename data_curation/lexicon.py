@@ -31,7 +31,7 @@ from infra.logging import get_logger
 
 log = get_logger(__name__)
 
-LEXICON_VERSION = 6
+LEXICON_VERSION = 7
 TOP_RANK = 200
 FOREIGN_ZIPF = 4.2
 FOREIGN_LANGUAGES = ("de", "fr", "es", "it", "pt", "nl", "sv", "nb", "da", "fi", "pl", "cs", "ro", "hu", "tr", "ru",
@@ -47,6 +47,7 @@ class Lexicon:
     last: frozenset[str]
     common: frozenset[str]
     places: frozenset[str]
+    top: frozenset[str] = frozenset()  # the most popular names (rank <= TOP_RANK somewhere): "maria", "juan"
 
     def is_name(self, key: str) -> bool:
         return key in self.first or key in self.last
@@ -151,7 +152,8 @@ def build_lexicon() -> Lexicon:
     t = time.perf_counter()
     first, top_first = _names("first")
     last, top_last = _names("last")
-    lex = Lexicon(first=first, last=last, common=_common(top_first | top_last), places=_places())
+    lex = Lexicon(first=first, last=last, common=_common(top_first | top_last), places=_places(),
+                  top=top_first | top_last)
     log.info("built the PII name lexicon (%d first, %d last, %d common words, %d places) in %.1f s",
              len(lex.first), len(lex.last), len(lex.common), len(lex.places), time.perf_counter() - t)
     return lex

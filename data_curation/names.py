@@ -57,7 +57,7 @@ most other such only own same than too send ship deliver call email phone contac
 road avenue lane drive court mr mrs ms miss mx dr prof sir madam monday tuesday wednesday thursday friday
 saturday sunday january february march april june july august september october november december christmas
 easter hej hola ciao salut bonjour hallo olá ola chào merhaba namaste moin servus hoi gracias danke merci obrigado
-obrigada grazie salam shalom konnichiwa
+obrigada grazie salam shalom konnichiwa hei xin hallå ahoj cześć czesc szia sawubona jambo habari aloha
 """)
 _STRONG = re.compile(
     r"(?:\bmy name is|\bname is|\bname's|\bname:|\bthis is|\bit's|\bit is|\bi'm|\bi am|\bim|\bcall me|"
@@ -91,6 +91,13 @@ _CJK_NAME = re.compile(r"[\u4e00-\u9fff]{2,3}(?=[^\u4e00-\u9fff]|$)|[\u30a0-\u30
                        r"|[\u3040-\u309f]{2,4}(?=ちゃん|さん|くん|様|さま)|[\uac00-\ud7af]{2,4}(?=[이가은는님씨]|\s|$)"
                        r"|[\u0e00-\u0e7f]+(?: [\u0e00-\u0e7f]+)?(?= |\d|$)")
 _CUED_WORDS = re.compile(r"[^\W\d_]+(?:['’\-.][^\W\d_]+)*(?: [^\W\d_]+(?:['’\-.][^\W\d_]+)*){0,3}")
+_PLACE_HEADS = frozenset("mt mount lake cape saint san santa são port fort isla wadi jebel gunung monte lago "
+                         "playa praia ponte piazza plaza rio río".split())
+# Surnames that open most Vietnamese names ("Trần Văn Minh"): a capitalised run starting with one is a name.
+_VIET_SURNAMES = frozenset("nguyễn trần lê phạm hoàng huỳnh phan vũ võ đặng bùi đỗ hồ ngô dương lý đinh trương "
+                           "lâm mai cao tạ quách lương".split())
+# Joins between names in a list: "Kemi and Tobi", "Hodan & Farhiya", "Minh, Khoa y Lan".
+_COORD = re.compile(r"\s*(?:,\s*(?:and\s+|&\s+)?|\s(?:and|&|\+|y|e|und|et|và|и|ve)\s+)")
 _SHIP_CUE = re.compile(r"\b(?:send|ship|deliver|post|mail)(?: it| them| this| that)? to\s*$")
 _GREETING = re.compile(
     r"(?:\bhi|\bhello|\bhey|\bdear|\bthanks|\bthank you|\bcheers|\bbest|\blove|\bxoxo|\bbye)[,!]?\s*$"
@@ -191,6 +198,8 @@ class NameFinder:
         place noun in or after the run."""
         if any(t.key in PRODUCT_NOUNS or (len(t.text) > 1 and t.text.isupper()) for t in run):
             return True  # "Café Central", "Bose QC Ultra"
+        if run[0].key in _PLACE_HEADS and len(run) > 1:
+            return True  # "Mt Fuji", "Wadi Rum", "Lake Bled"
         before = text[max(0, run[0].start - 16) : run[0].start].casefold()
         if re.search(r"\b(?:the|a|an|this|that|these|those|some|my new|new|our|see|visit|visiting|tour|explore|"
                      r"near|around|versus|vs\.?|in|at|mt\.?|mount|lake|cape|port|fort|isla|wadi|jebel|gunung)\s+$",
@@ -229,7 +238,57 @@ class NameFinder:
             spans.extend(self._cued(text))
             spans.extend(self._signed(text))
             spans.extend(m.span(1) if m.group(1) else m.span(2) for m in _CJK_HONORIFIC.finditer(text))
+            spans.extend(self._vietnamese(toks))
+            spans.extend(self._coordinated(text, toks, spans))
         return spans
+
+    @staticmethod
+    def _vietnamese(toks: list[_Tok]) -> list[tuple[int, int]]:
+        out, i = [], 0
+        while i < len(toks):
+            if toks[i].key in _VIET_SURNAMES and toks[i].titled:
+                j = i + 1
+                while j < len(toks) and j - i < 4 and toks[j].titled and toks[j].start - toks[j - 1].end == 1:
+                    j += 1
+                if j - i >= 2:
+                    out.append((toks[i].start, toks[j - 1].end))
+                i = j
+            else:
+                i += 1
+        return out
+
+    def _coordinated(self, text: str, toks: list[_Tok], spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+        """Names listed next to a found name: "Kemi and Tobi", "Hodan & Farhiya", "X, Y, and Z"."""
+        lex = self.lexicon
+        assert lex is not None
+        found = sorted(spans)
+        out: list[tuple[int, int]] = []
+
+        def namey(t: _Tok) -> bool:
+            return (t.titled or not t.latin) and t.key not in _NOT_NAMES and t.key not in self.protected \
+                and not lex.is_place(t.key) and (lex.is_name(t.key) or t.key not in lex.common)
+
+        for _ in range(3):
+            new = []
+            for s, e in found + out:
+                after = _COORD.match(text, e)
+                if after is not None:
+                    run = [t for t in toks if t.start >= after.end()][:3]
+                    k = 0
+                    while k < len(run) and namey(run[k]) and (k == 0 or run[k].start - run[k - 1].end == 1):
+                        k += 1
+                    if k and run[0].start == after.end():
+                        new.append((run[0].start, run[k - 1].end))
+                before = [t for t in toks if t.end <= s]
+                if before:
+                    gap = text[before[-1].end : s]
+                    if _COORD.fullmatch(gap) and namey(before[-1]):
+                        new.append((before[-1].start, before[-1].end))
+            new = [n for n in new if n not in out and not any(a <= n[0] and n[1] <= b for a, b in found + out)]
+            if not new:
+                break
+            out.extend(new)
+        return out
 
     def _signed(self, text: str) -> list[tuple[int, int]]:
         """A sign-off, or a message that is only a name: 1-3 words at the very end, after a sentence end
@@ -256,8 +315,11 @@ class NameFinder:
             return span
 
         def weak(t: _Tok) -> bool:
-            return not self._lexical_name(t) and (t.key in _NOT_NAMES or t.key in lex.common or t.key in self.protected
-                                                  or lex.is_place(t.key) or t.key in _PARTICLES)
+            if self._lexical_name(t) or (t.titled and t.key in lex.top and t.key not in _NOT_NAMES
+                                         and t.key not in self.protected):
+                return False  # "Maria da Conceição Tavares": a common first name still belongs to the name
+            return t.key in _NOT_NAMES or t.key in lex.common or t.key in self.protected or lex.is_place(t.key) \
+                or t.key in _PARTICLES
 
         while run and weak(run[0]):
             run = run[1:]

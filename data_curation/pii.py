@@ -80,7 +80,7 @@ _ORDER_WORDS = (
     r"order|confirmation|tracking|invoice|booking|reference|ref|parcel|shipment|consignment|awb|waybill|"
     r"pedido|encomenda|commande|bestellung|beställning|bestilling|bestelling|tilaus|ordine|comanda|zamówienie|"
     r"objednávka|sipariş|заказ|замовлення|đơn hàng|mã|rechnung|factura|fattura|facture|reserva|prenotazione|"
-    r"réservation|buchung|dhl|ups|fedex|usps|dpd|gls|ems|sendung"
+    r"réservation|buchung|dhl|ups|fedex|usps|dpd|gls|ems|sendung|pnr|№|注文番号|订单号|訂單號|주문번호|رقم الطلب|الطلب رقم"
 )
 _ORDER_CUE = re.compile(
     rf"(?i:\b(?:{_ORDER_WORDS})(?:\s+(?:no\.?|nr\.?|n\.|nº|number|num|id|code|draft|is|says|#))*)"
@@ -92,6 +92,8 @@ _ORDER_SHAPES = re.compile(
     r"|\b1Z ?[0-9A-Z]{3} ?[0-9A-Z]{3} ?[0-9A-Z]{2} ?[0-9A-Z]{4} ?[0-9A-Z]{3,4}\b"  # UPS
     r"|\b[A-Z]{2} ?\d{3} ?\d{3} ?\d{3} ?[A-Z]{2}\b"  # UPU S10 (postal tracking)
     r"|\b[A-Z]{1,3}\d{12,22}\b"  # long carrier numbers (JD0146…)
+    r"|\b\d{3}-\d{7}-\d{3,7}\b"  # marketplace order numbers
+    r"|\b(?=[\w-]*[A-Z])\d{2,6}-[A-Z0-9]{2,8}(?:-[A-Z0-9]{2,8})+\b"  # 7781-2290-RU, 99-SA-482751
 )
 _ORDER_HASH = re.compile(r"(?<![\w#])#\d{3,12}\b")
 _SSN = re.compile(r"\b(?!000|666|9\d\d)\d{3}-(?!00)\d{2}-(?!0000)\d{4}\b")
@@ -381,6 +383,13 @@ class Scrubber:
                 continue
             extra.setdefault(i, []).append(Detection(tail.start("d"), tail.end("d"), kind))
             extra.setdefault(i + 1, []).append(Detection(head.start("d"), head.end("d"), kind))
+        for i in range(len(texts) - 1):  # "tomasz.wojcik" / "@wp.pl"
+            local = re.search(r"(?<![\w.+-])[\w.+-]{2,64}\s*$", texts[i])
+            domain = re.match(r"\s*@(?:[A-Za-z0-9-]+\.)+[A-Za-z]{2,24}\b", texts[i + 1])
+            if local is not None and domain is not None:
+                extra.setdefault(i, []).append(Detection(local.start(), local.start() + len(local.group().rstrip()), "EMAIL"))
+                lead = len(domain.group()) - len(domain.group().lstrip())
+                extra.setdefault(i + 1, []).append(Detection(lead, domain.end(), "EMAIL"))
         for i, dets in extra.items():
             found = resolve([*out[i][1], *dets])
             out[i] = (_render(texts[i], found), found)
