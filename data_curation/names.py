@@ -19,6 +19,7 @@ are known names ("my name is lena chen").
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
@@ -163,10 +164,14 @@ class NameFinder:
         self.protected = protected
         self.ner = ner
 
-    def find(self, text: str) -> list[tuple[int, int]]:
+    def find(self, text: str, taken: Sequence[tuple[int, int]] = ()) -> list[tuple[int, int]]:
+        """Name spans; ``taken`` are spans already scrubbed as another type (an address, an e-mail): words
+        inside them, or inside names the rules found, do not send the text to the NER model."""
         toks = [_Tok(m.start(), m.end(), m.group()) for m in _TOKEN.finditer(text)]
         spans = self._rules(text, toks)
-        if self.ner is not None and any(self._ner_worthy(t, k) for k, t in enumerate(toks)):
+        covered = [*taken, *spans]  # the model is asked only about words no rule has explained yet
+        if self.ner is not None and any(
+                self._ner_worthy(t, k) and not any(a <= t.start < b for a, b in covered) for k, t in enumerate(toks)):
             spans.extend(self._ner(text))
         return spans
 
@@ -175,7 +180,7 @@ class NameFinder:
         needs a word that is a name in the lexicon): most shopping texts have none, and skip the model."""
         if not (tok.titled or not tok.latin) or tok.key in _NOT_NAMES or tok.key in self.protected:
             return False
-        return self.lexicon is None or self.lexicon.is_name(tok.key)
+        return self.lexicon is None or (self.lexicon.is_name(tok.key) and not self.lexicon.is_place(tok.key))
 
     def _ner(self, text: str) -> list[tuple[int, int]]:
         out = []

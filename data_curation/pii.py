@@ -364,7 +364,7 @@ class Scrubber:
             found.extend(self.phones.find(text, found))
         elif "#" in text:
             found.extend(_order_ids(text))
-        found.extend(Detection(s, e, "NAME") for s, e in self.names.find(text))
+        found.extend(Detection(s, e, "NAME") for s, e in self.names.find(text, [(d.start, d.end) for d in found]))
         return resolve(found)
 
     def scrub_turns(self, texts: Sequence[str]) -> list[tuple[str, list[Detection]]]:
