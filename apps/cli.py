@@ -526,6 +526,8 @@ def curate(
     certainty: Annotated[Path | None, typer.Option(help="JSONL {task_id, certainty} from the probe: difficulty sets.")]
     = None,
     keep_fraction: Annotated[float | None, typer.Option(help="Share of deduplicated sessions to keep (0-1].")] = None,
+    names: Annotated[str | None, typer.Option(
+        help="How person names are found: rules | lexicon | ner (default: the config's, ner).")] = None,
     force: ForceOpt = False,
 ) -> None:
     """Anonymise, filter, deduplicate, select and split a world's logs (resumable; report.html in --out)."""
@@ -533,7 +535,8 @@ def curate(
     from data_curation.pipeline import run_curation
 
     cfg = _config(CurateConfig, config, {}).with_overrides(
-        key_file=key_file, new_key=new_key, certainty_file=certainty, keep_fraction=keep_fraction, workers=workers)
+        key_file=key_file, new_key=new_key, certainty_file=certainty, keep_fraction=keep_fraction, workers=workers,
+        names=names)
     if force:
         _prepare_out(out, force)
     with _progress(None, "curate") as advance:

@@ -178,6 +178,7 @@ class CurateConfig(BaseModel):
         certainty_file: Path | None = None,
         keep_fraction: float | None = None,
         workers: int | None = None,
+        names: str | None = None,
     ) -> CurateConfig:
         """A validated copy with the command-line options that were given (None = keep the file's value)."""
         if key_file is not None and new_key is not None:
@@ -192,6 +193,8 @@ class CurateConfig(BaseModel):
             data["select"]["keep_fraction"] = keep_fraction
         if workers is not None:
             data["workers"] = workers
+        if names is not None:
+            data["anonymise"]["names"] = names
         try:
             return CurateConfig.model_validate(data)
         except ValidationError as err:

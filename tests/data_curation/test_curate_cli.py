@@ -41,3 +41,31 @@ def test_one_line_errors(tmp_path: Path) -> None:
     assert "no logs.jsonl" in " ".join(no_key.stderr.split())
     bad = run("curate", tmp_path, "--out", tmp_path / "c", "--keep-fraction", 0)
     assert bad.returncode == 2 and "keep_fraction" in bad.stderr and "Traceback" not in bad.stderr
+    bad_names = run("curate", tmp_path, "--out", tmp_path / "c", "--names", "bert")
+    assert bad_names.returncode == 2 and "names" in bad_names.stderr and "Traceback" not in bad_names.stderr
+
+
+def test_curate_scrubs_pii_the_generator_never_wrote(tmp_path: Path) -> None:
+    """Names and addresses planted into a world's logs by hand are gone from every curated split."""
+    world, out, key = tmp_path / "w", tmp_path / "c", tmp_path / "keys" / "k"
+    assert run("world", "shopping", "--out", world, "--items", 2000, "--tasks", 100, "--sessions", 200).returncode == 0
+    planted = ["Nokuthula Dlamini", "Karl-Marx-Allee 91, 10243 Berlin", "Olumide", "ola dot nordmann at online dot no"]
+    lines = (world / "logs.jsonl").read_text().splitlines()
+    ids = []
+    for i, value in enumerate(planted):  # the first user turn of some sessions gets a value appended
+        s = json.loads(lines[i])
+        ids.append(s["session_id"])
+        turn = next(t for t in s["turns"] if t["role"] == "user")
+        turn["text"] += f" - please send it to {value}" if i != 2 else f" and can {value} collect it friday"
+        lines[i] = json.dumps(s)
+    (world / "logs.jsonl").write_text("\n".join(lines) + "\n")
+    cfg = tmp_path / "curate.yaml"
+    cfg.write_text("select:\n  embedder: hashing\n  keep_fraction: 1.0\nquality:\n  require_outcome: false\n")
+    done = run("curate", world, "--out", out, "--config", cfg, "--new-key", key, "--workers", 1)
+    assert done.returncode == 0, done.stderr
+    text = "".join(p.read_text() for p in out.glob("*/logs.jsonl"))
+    assert text and not any(v in text for v in [*planted, "Nokuthula", "Karl-Marx-Allee", "nordmann"])
+    kept = {s["session_id"]: s for p in out.glob("*/logs.jsonl") for s in map(json.loads, p.read_text().splitlines())}
+    written = [" ".join(t["text"] for t in kept[i]["turns"]) for i in ids if i in kept]
+    assert len(written) >= 3, "the planted sessions should survive curation (else this test proves nothing)"
+    assert all(any(p in w for p in ("<NAME>", "<ADDRESS>", "<EMAIL>")) for w in written)
