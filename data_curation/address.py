@@ -42,7 +42,7 @@ _SUFFIX_WORDS = (
     "highway|hwy|trail|alley|plaza|pike|quay|wharf|path|green|park|rise|vale|view|heights|estate|marg|nagar|"
     "layout|colony|sector|block|cross|main|straße|strasse|str\\.|weg|allee|platz|gasse|ring|damm|ufer|"
     "straat|laan|gracht|plein|kade|singel|dijk|steeg|gatan|vägen|gata|gade|vej|gate|veien|vegen|katu|tie|polku|"
-    "utca|caddesi|sokak|sokağı"
+    "utca|caddesi|cad\\.|cd\\.|sokak|sokağı|sk\\."
 )
 # Street words that may be written in lower case ("45 adeola odeku street"); the others ("gate", "view",
 # "park", "hill") count only capitalised, so "678, call when at the gate" is no address.
@@ -55,7 +55,7 @@ _UNIT = (
     r"(?:apt\.?|apartment|apto\.?|apartamento|appartement|app\.?|appt\.?|suite|ste\.?|unit|flat|floor|fl\.?|"
     r"room|rm\.?|piso|planta|puerta|pta\.?|esc\.?|escalera|bloco|bloque|bl\.?|dpto\.?|depto\.?|departamento|"
     r"wohnung|whg\.?|etage|étage|stock|og|lok\.?|m\.|mieszkanie|interior|interno|int\.?|scala|casa|lote|lot|plot|"
-    r"house|hse|bldg\.?|building|tower|torre|blk\.?|block|daire|kat|lgh|bus|boîte|no\.?|no:|nr\.?|nº|n°|#|"
+    r"house|hse|bldg\.?|building|tower|torre|blk\.?|block|daire:?|d:|kat:?|lgh|bus|boîte|no\.?|no:|nr\.?|nº|n°|#|"
     r"д\.|дом|кв\.|квартира|корп\.|стр\.)"
 )
 _UNIT_PHRASE = rf"(?:{_UNIT}\s*[A-Za-z]?\d{{1,5}}[A-Za-z]?(?:[-/]\d{{1,4}}[A-Za-z]?)?|\d{{1,3}}(?:st|nd|rd|th|º|ª|°|\.)?\s*(?:floor|fl\.?|piso|andar|etage|étage|stock|og)|\d{{1,3}}\s?[º°ª]\s?[A-Za-z]?|{_UNIT}\s+[A-Z]\b)"
@@ -66,6 +66,7 @@ _POSTCODES = (
     r"[A-Z]\d[A-Z]\s?\d[A-Z]\d",  # Canada
     r"[AC-FHKNPRTV-Y]\d{2}\s?[AC-FHKNPRTV-Y0-9]{4}",  # Ireland (Eircode)
     r"\d{4}\s?[A-Z]{2}",  # Netherlands
+    r"\d{3} \d{2}",  # Greece, Sweden, Czechia, Slovakia
     r"\d{4}-\d{3}",  # Portugal
     r"\d{2}-\d{3}",  # Poland
     r"〒?\s?\d{3}-\d{4}",  # Japan
@@ -83,9 +84,9 @@ _CORE = re.compile(
         # number, then name, then a street word: 221B Baker Street / 45 adeola odeku street
         rf"\b{_NUM}\s+(?:{_WORD}\s+){{1,4}}?(?:(?i:{_SUFFIX_LOWER_OK})|(?=[A-Z])(?i:{_SUFFIX_WORDS}))(?![\w])",
         # glued suffix, then number: Hauptstraße 5 / Prinsengracht 263 / Drottninggatan 12
-        rf"\b{_L}+(?i:{_SUFFIX_GLUED})\s+{_NUM}(?![\w-])",
+        rf"\b{_L}+(?i:{_SUFFIX_GLUED})\s+(?:(?i:no|nr|nº)[:.]?\s*)?{_NUM}(?![\w-])",
         # name words, a street word, a number: Berliner Straße 5 / Adeola Odeku Street 12
-        rf"\b(?:{_CAP}\s+){{1,3}}(?i:(?:{_SUFFIX_WORDS}))\s+{_NUM}(?![\w-])",
+        rf"\b(?:{_CAP}\s+){{1,3}}(?i:(?:{_SUFFIX_WORDS}))\s+(?:(?i:no|nr|nº)[:.]?\s*)?{_NUM}(?![\w-])",
         # Japan: 2-21-1 Shibuya / 東京都渋谷区渋谷2-21-1 / 〒150-0002
         rf"\b\d{{1,4}}-\d{{1,4}}-\d{{1,4}}\s+{_CAP}(?:-(?:ku|shi|cho|machi|gun))?"
         rf"|\b\d{{1,4}}-\d{{1,4}}\s+{_CAP}-(?:ku|shi|cho|machi|gun)",
@@ -120,12 +121,17 @@ _ANCHOR = re.compile(
         rf"\b(?:\d{{5}}|\d{{3}} \d{{2}}|\d{{2}}-\d{{3}}|\d{{4}}-\d{{3}}|\d{{5}}-\d{{3}}|\d{{4}} ?[A-Z]{{2}})\s+{_CAP}",
         rf"{_CAP}(?:[ ,]+(?:[A-Z]{{2}}|{_AU_STATES}))?,?\s+(?:\d{{6}}|\d{{5}}(?:-\d{{4}})?|\d{{5}}-\d{{3}}|\d{{3}} \d{{2}})\b",
         rf"\b(?:{_AU_STATES})\s+\d{{4}}\b",
+        rf"(?<=, )\d{{4}}\s+{_CAP}",  # "Hannoluohkká 14, 9520 Guovdageaidnu"
+        rf"\b{_CAP}\s+\d{{4}},\s+{_CAP}(?:\s+{_CAP})?",  # "Rondebosch 7700, Cape Town"
         rf"\b(?:{_UK_AREAS})\d[A-Z\d]?\s\d[ABD-HJLNP-UW-Z]{{2}}\b",  # UK post code of a real area, with its space
         r"\b[A-Z]{2}\s+[A-Z]\d[A-Z]\s?\d[A-Z]\d\b",
         rf"(?i:\b{_UNIT})\s*[A-Za-z]?\d{{1,5}}[A-Za-z]?(?:/\d{{1,5}})?(?=\s*,)",
         r"(?i:\b(?:apt|apartment|flat|unit|suite|apto|wohnung|whg|piso|dpto|depto)\.?\s*#?\d{1,5}[A-Za-z]?\b)",
         r"(?:〒\s?\d{3}-\d{4}\s*)?[\u3040-\u30ff\u4e00-\u9fff\uac00-\ud7af]*[\u4e00-\u9fff\uac00-\ud7af]"
         r"[\u3040-\u30ff\u4e00-\u9fff\uac00-\ud7af\d\-‐−]*\d+[\u3040-\u30ff\u4e00-\u9fff\uac00-\ud7af\d\-‐− ,，]*",
+        # space-separated CJK / Hangul address words with numbers: 서울특별시 마포구 와우산로 94, 302동 1104호 (04066)
+        r"[\u4e00-\u9fff\uac00-\ud7af]+(?:[ ,，]+(?:[\u4e00-\u9fff\uac00-\ud7af]+|\d[\d\-]*[\u4e00-\u9fff\uac00-\ud7af]*"
+        r"|\(\d{5}\)))+",
     ))
 )
 _CJK_MARK = re.compile(r"[市区縣县都道府省路街号號室楼樓丁番동호로길구시]")
@@ -146,7 +152,10 @@ def _address_like(seg: str) -> bool:
     if re.fullmatch(rf"\s*(?:{_UNIT_PHRASE}|{_POSTCODE})(?:\s+\S+)?\s*", seg, flags=re.IGNORECASE):
         return True
     if any(c.isdigit() for c in seg):
-        return len(words) <= 4
+        # "Hse 12", "piso 4 depto B", "3º izq" yes; "size 10 black please" no
+        return len(words) <= 4 and all(
+            any(c.isdigit() for c in w) or w[0].isupper() or not w[0].isascii() or w.lower() in _LOWER_OK
+            or re.fullmatch(rf"(?i){_UNIT}", w) is not None or not w[0].isalpha() for w in words)
     return all(w[0].isupper() or not w[0].isascii() or w.lower() in _LOWER_OK for w in words if w[0].isalpha()) \
         and seg[:1] != "" and sum(w[0].isupper() or not w[0].isascii() for w in words if w[0].isalpha()) >= 1
 
@@ -160,7 +169,7 @@ def _segment(rest: str) -> str:
     ("Oax.", "ul.", "Brgy.", "2. Stock") does not end it."""
     pos = 0
     while True:
-        m = re.match(r"[^,，.;:!?()\n]*", rest[pos:])
+        m = re.match(r"[^,，.;:!?()\n—–]*", rest[pos:])
         pos += m.end() if m else 0
         if pos < len(rest) and rest[pos] == "." and pos + 1 < len(rest) and rest[pos + 1] == " ":
             word = re.search(r"(\S+)$", rest[:pos])
@@ -182,7 +191,7 @@ def _extend(text: str, start: int, end: int) -> tuple[int, int]:
             break
         if not _address_like(seg):
             # a piece like "NY 11226 please": take its address-shaped head only
-            head = re.match(rf"(?:{_UNIT_PHRASE}|(?:{_WORD}\s+){{0,3}}{_POSTCODE})(?![\w])", seg, flags=re.I)
+            head = re.match(rf"(?:(?i:{_UNIT_PHRASE})|(?:{_WORD}\s+){{0,3}}(?i:{_POSTCODE})(?:\s+{_CAP})?)(?![\w])", seg)
             if head is None or (m.group().strip() == "" and not head):
                 break
             end = end + m.end() + head.end()
@@ -259,7 +268,8 @@ def find_addresses(text: str) -> Iterator[tuple[int, int]]:
         if not raw.isascii() and raw[:1] not in "〒" and not raw[:1].isdigit() and not _CJK_MARK.search(raw) \
                 and not raw[:1].isupper():
             continue
-        if re.search(r"[\u3040-\u30ff\u4e00-\u9fff\uac00-\ud7af]", raw) and not _CJK_MARK.search(raw):
+        if re.search(r"[\u3040-\u30ff\u4e00-\u9fff\uac00-\ud7af]", raw) and (
+                len(set(_CJK_MARK.findall(raw))) < (2 if " " in raw.strip() else 1) or not re.search(r"\d", raw)):
             continue
         s, e = m.start(), m.end() - (len(raw) - len(raw.rstrip(" ,，")))
         city = re.search(rf"{_CAP}(?:\s+{_CAP}){{0,2}},?\s*$", text[:s])

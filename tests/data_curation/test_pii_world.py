@@ -47,6 +47,9 @@ REMOVED = [
     ("Keizersgracht 120, 1015 CW Amsterdam", "<ADDRESS>"),
     ("〒530-0001 大阪府大阪市北区梅田3-1-1", "<ADDRESS>"),
     ("eircode is T12 X70A", "eircode is <ADDRESS>"),
+    ("ship to 12 Main St, size 10 black please", "ship to <ADDRESS>, size 10 black please"),
+    ("Οδός Πατησίων 76, 104 34 Αθήνα — ok?", "<ADDRESS> — ok?"),
+    ("부산광역시 해운대구 우동 1408, 101동 502호", "<ADDRESS>"),
     # obfuscated emails, carrier tracking, national ids behind local cues
     ("write me: ola dot nordmann at online dot no", "write me: <EMAIL>"),
     ("dhl number JJD000390007827451", "dhl number <ORDER_ID>"),
