@@ -108,6 +108,26 @@ _ID_CUE = re.compile(
     r"(?P<id>[A-Z0-9](?:[A-Z0-9.-]| (?=[A-Z0-9])){4,24}[A-Z0-9])\b"
 )
 _CODICE_FISCALE = re.compile(r"\b[A-Z]{6}\d{2}[A-EHLMPR-T]\d{2}[A-Z]\d{3}[A-Z]\b")
+# Shapes that are national ids wherever they appear: Brazilian CPF, Chilean RUT, Mexican CURP, Spanish NIE.
+_ID_SHAPES = re.compile(
+    r"\b\d{3}\.\d{3}\.\d{3}-\d{2}\b"  # CPF
+    r"|\b\d{1,2}\.\d{3}\.\d{3}-[\dkK]\b"  # RUT
+    r"|\b[A-Z]{4}\d{6}[HM][A-Z]{5}[A-Z\d]\d\b"  # CURP
+    r"|\b[XYZ]-?\d{7}-?[A-Z]\b"  # NIE
+)
+# A cue for an identity number anywhere in the text; the id is the first number-like token within 40
+# characters after it ("KYC is asking aadhaar, here: 4821 7390 5521", "driver's licence no. D1234-5678").
+_ID_CUE_FAR = re.compile(
+    r"(?i:\b(?:ssn|social security|passport|national id|id (?:number|no)|identity (?:number|card|document)|tax id|"
+    r"tax (?:number|no|code)|vat(?: number| no)?|steuer-?id|steuernummer|personalausweis|aadhaar|aadhar|pan card|"
+    r"personnummer|national insurance|kennitala|pesel|codice fiscale|hetu|sofinummer|social insurance|"
+    r"emirates id|cédula|cedula|kimlik|driver'?s? licen[cs]e|driving licen[cs]e|licen[cs]e (?:no|number)|"
+    r"nhs (?:no|number)|medicare|health card|insurance number|member(?:ship)? id|student id|employee id|kyc)\b)"
+    # short acronyms only in capitals ("ona nie mówi" is Polish, not a Spanish NIE)
+    r"|\b(?:SSN|DNI|NIE|NIF|BSN|CPF|CURP|NINO|CPR|RUT|RFC|NIR|INSEE|PPSN?|SIN|NRIC|HKID|NIN|BVN|KTP|NIK|TCKN|TFN|TIN|"
+    r"PAN|VAT)\b"
+)
+_ID_TOKEN = re.compile(r"(?<![\w.+-])(?=[\w .-]*\d)[A-Z0-9](?:[A-Z0-9./-]| (?=[A-Z0-9]))*[A-Z0-9](?![\w-])")
 
 # -- addresses -----------------------------------------------------------------------------------
 _STATES = (
@@ -270,6 +290,13 @@ def _national_ids(text: str) -> Iterator[Detection]:
     for m in _ID_CUE.finditer(text):
         if sum(c.isdigit() for c in m.group("id")) >= 5:
             yield Detection(m.start("id"), m.end("id"), "NATIONAL_ID")
+    for m in _ID_SHAPES.finditer(text):
+        yield Detection(m.start(), m.end(), "NATIONAL_ID")
+    for m in _ID_CUE_FAR.finditer(text):
+        tok = _ID_TOKEN.search(text, m.end(), min(len(text), m.end() + 40))
+        if tok is not None and 6 <= sum(c.isdigit() for c in tok.group()) <= 20 \
+                and sum(c.isalpha() for c in tok.group()) <= 4:
+            yield Detection(tok.start(), tok.end(), "NATIONAL_ID")
 
 
 def _addresses(text: str) -> Iterator[Detection]:

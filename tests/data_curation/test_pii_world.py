@@ -55,6 +55,9 @@ REMOVED = [
     ("dhl number JJD000390007827451", "dhl number <ORDER_ID>"),
     ("pedido ES-559031 no ha llegado", "pedido <ORDER_ID> no ha llegado"),
     ("pesel 02270803628 do faktury", "pesel <NATIONAL_ID> do faktury"),
+    ("the form wants my aadhaar, here: 2345 6789 0123", "the form wants my aadhaar, here: <NATIONAL_ID>"),
+    ("CPF 529.982.247-25 na nota", "CPF <NATIONAL_ID> na nota"),
+    ("ona nie mówi po angielsku, tel +48 601 234 567", "ona nie mówi po angielsku, tel <PHONE>"),
     ("call +255 22 211 5010 anytime", "call <PHONE> anytime"),
 ]
 
