@@ -59,6 +59,7 @@ road avenue lane drive court mr mrs ms miss mx dr prof sir madam monday tuesday 
 saturday sunday january february march april june july august september october november december christmas
 easter hej hola ciao salut bonjour hallo olá ola chào merhaba namaste moin servus hoi gracias danke merci obrigado
 obrigada grazie salam shalom konnichiwa hei xin hallå ahoj cześć czesc szia sawubona jambo habari aloha
+안녕하세요 안녕 こんにちは こんばんは おはよう 你好 您好 谢谢 привет здравствуйте مرحبا
 """)
 _STRONG = re.compile(
     r"(?:\bmy name is|\bname is|\bname's|\bname:|\bthis is|\bit's|\bit is|\bi'm|\bi am|\bim|\bcall me|"
@@ -207,7 +208,8 @@ class NameFinder:
             return True  # "Mt Fuji", "Wadi Rum", "Lake Bled"
         before = text[max(0, run[0].start - 16) : run[0].start].casefold()
         if re.search(r"\b(?:the|a|an|this|that|these|those|some|my new|new|our|see|visit|visiting|tour|explore|"
-                     r"near|around|versus|vs\.?|in|at|mt\.?|mount|lake|cape|port|fort|isla|wadi|jebel|gunung)\s+$",
+                     r"near|around|versus|vs\.?|in|at|mt\.?|mount|lake|cape|port|fort|isla|wadi|jebel|gunung|st\.?|"
+                     r"saint|san|santa|são|sainte)\s+$",
                      before):
             return True  # "see Ponte Vecchio", "in Alfama", "Mt Fuji"
         if re.match(r" (?:[A-Za-z]*\d|[A-Z]{2,}\b)", text[run[-1].end :]):
@@ -287,7 +289,8 @@ class NameFinder:
                 before = [t for t in toks if t.end <= s]
                 if before:
                     gap = text[before[-1].end : s]
-                    if _COORD.fullmatch(gap) and namey(before[-1]):
+                    left = before[-1]
+                    if _COORD.fullmatch(gap) and namey(left) and (self._lexical_name(left) or left.key in lex.top):
                         new.append((before[-1].start, before[-1].end))
             new = [n for n in new if n not in out and not any(a <= n[0] and n[1] <= b for a, b in found + out)]
             if not new:
@@ -306,7 +309,9 @@ class NameFinder:
         if not words or any(w.key in _NOT_NAMES or w.key in self.protected for w in words) \
                 or lex.is_place(" ".join(w.key for w in words)):
             return []
-        if not all(lex.is_name(w.key) or (w.titled and w.key not in lex.common) for w in words):
+        # capitalised words: any name (or an unknown word); lower-case ones only rare names ("- bukola")
+        if not all(((w.titled or not w.latin) and (lex.is_name(w.key) or w.key not in lex.common))
+                   or self._lexical_name(w) for w in words):
             return []
         if len(words) == 1 and not (self._lexical_name(words[0]) or words[0].key in self.first):
             return []
