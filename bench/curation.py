@@ -220,7 +220,8 @@ def main() -> None:
     args = parser.parse_args()
     n = args.sessions or (50_000 if args.quick else 1_000_000)
     pii: dict[str, dict[str, Any]] = {}
-    for path in dict.fromkeys([args.pii_set, ROOT / "bench" / "pii_sets" / "dev.jsonl"]):
+    sets = ROOT / "bench" / "pii_sets"
+    for path in dict.fromkeys([args.pii_set, sets / "dev.jsonl", sets / "dev2.jsonl"]):
         if path.is_file():
             pii[path.name] = {m: _run(_PII_SET, str(path), m) for m in NAME_MODES}
     result: dict[str, Any] = {"created": time.strftime("%Y-%m-%dT%H:%M:%S"), "cpus": os.cpu_count(), "pii_sets": pii}
@@ -240,7 +241,7 @@ def main() -> None:
         _print(n, runs, base)
         result.update(sessions=n, embedder=args.embedder, generate=gen, sidekick=runs, baseline=base)
     for name, sets in pii.items():
-        _print_pii(name + (" (developed on)" if name == "dev.jsonl" else " (held out)"), sets)
+        _print_pii(name + (" (developed on)" if name.startswith("dev") else " (held out)"), sets)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2) + "\n")
     print(f"\nwrote {args.out}")
