@@ -154,24 +154,29 @@ class PrepareStage(_Stage):
     def _protected(self) -> list[str]:
         """Case-folded words of the catalog's titles, categories and string attributes (brands, POI names)."""
         words: set[str] = set()
+        for obj in self._catalog_rows():
+            attrs: dict[str, Any] = obj["attributes"] if isinstance(obj.get("attributes"), dict) else {}
+            values = [obj.get("title"), *(obj.get("category_path") or []), *attrs.values()]
+            for v in values:
+                for s in (v if isinstance(v, list) else [v]):
+                    if isinstance(s, str):
+                        words.update(w.casefold() for w in _WORD.findall(s))
+        return sorted(words)
+
+    def _catalog_rows(self) -> Iterator[dict[str, Any]]:
+        """The catalog's JSON objects, if there is a catalog (malformed lines skipped: the catalog is not
+        curated here; `sidekick validate` reports them)."""
         catalog = self.ctx.optional(CATALOG_FILE)
         if catalog is None:
-            return []
+            return
         with catalog.open(encoding="utf-8") as fh:
             for line in fh:
                 try:
                     obj = json.loads(line)
                 except json.JSONDecodeError:
-                    continue  # the catalog is not curated here; `sidekick validate` reports it
-                if not isinstance(obj, dict):
                     continue
-                attrs: dict[str, Any] = obj["attributes"] if isinstance(obj.get("attributes"), dict) else {}
-                values = [obj.get("title"), *(obj.get("category_path") or []), *attrs.values()]
-                for v in values:
-                    for s in (v if isinstance(v, list) else [v]):
-                        if isinstance(s, str):
-                            words.update(w.casefold() for w in _WORD.findall(s))
-        return sorted(words)
+                if isinstance(obj, dict):
+                    yield obj
 
     def _tasks(self, protected: frozenset[str]) -> tuple[dict[str, list[str]], dict[str, Any]]:
         """Scrub task messages into tasks.jsonl; returns target ids per task and counts."""
@@ -202,16 +207,10 @@ class PrepareStage(_Stage):
         """task_id -> strings that must not appear in its user text: target ids and titles (10+ chars)."""
         wanted = {i for ids in targets.values() for i in ids}
         titles: dict[str, str] = {}
-        catalog = self.ctx.optional(CATALOG_FILE)
-        if catalog is not None and wanted:
-            with catalog.open(encoding="utf-8") as fh:
-                for line in fh:
-                    try:
-                        obj = json.loads(line)
-                    except json.JSONDecodeError:
-                        continue  # the catalog is not curated here; `sidekick validate` reports it
-                    if isinstance(obj, dict) and obj.get("item_id") in wanted and isinstance(obj.get("title"), str):
-                        titles[obj["item_id"]] = normalise_title(obj["title"])
+        if wanted:
+            for obj in self._catalog_rows():
+                if obj.get("item_id") in wanted and isinstance(obj.get("title"), str):
+                    titles[obj["item_id"]] = normalise_title(obj["title"])
         needles: dict[str, list[str]] = {}
         for tid, ids in targets.items():
             found = [i.casefold() for i in ids] + [titles[i] for i in ids if len(titles.get(i, "")) >= 10]
