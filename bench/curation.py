@@ -39,6 +39,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from data_curation.pii_eval import paired_recall_ci
+
 ROOT = Path(__file__).resolve().parent.parent
 
 _GENERATE = """
@@ -144,7 +146,7 @@ sc = Scrubber.configured(DEFAULT_PHONE_REGIONS, sys.argv[2])
 if sc.names.ner is not None:
     sc.names.ner.persons("warm up")  # loads the NER model outside the timing (the lexicon is loaded already)
 r = score(lambda turns: [d for _, d in sc.scrub_turns(turns)], convs)
-print(json.dumps({k: v for k, v in r.items() if k not in ("misses", "false_positives")}))
+print(json.dumps({k: v for k, v in r.items() if k not in ("misses", "false_positives")}))  # per_conversation kept
 """
 NAME_MODES = ("rules", "lexicon", "ner")
 
@@ -173,6 +175,11 @@ def _print_pii(label: str, sets: dict[str, dict[str, Any]]) -> None:
     print(f"{'keep':<12}{tot[0]['keep']:>5}" + "".join(f"{_fmt(x['keep_survival']):>26}" for x in tot)
           + "   (brands, products, colours, cities, POIs untouched)")
     print(f"{'texts/s':<17}" + "".join(f"{sets[m]['texts_per_s']:>26,.0f}" for m in NAME_MODES))
+    best = sets[NAME_MODES[-1]]["per_conversation"]
+    for other in NAME_MODES[:-1]:
+        d, lo, hi = paired_recall_ci(best, sets[other]["per_conversation"])
+        print(f"recall {NAME_MODES[-1]} - {other}: {d:+.3f} (95 % paired bootstrap over conversations: "
+              f"[{lo:+.3f}, {hi:+.3f}])")
 
 
 def _print(n: int, runs: dict[str, dict[str, Any]], base: dict[str, Any]) -> None:

@@ -97,6 +97,22 @@ def _covered(span: Labelled, dets: Sequence[Detection], same_type: bool) -> bool
     )
 
 
+def paired_recall_ci(a: Sequence[Sequence[int]], b: Sequence[Sequence[int]], n: int = 2000,
+                     seed: int = 0) -> tuple[float, float, float]:
+    """Recall of ``a`` minus recall of ``b`` (per-conversation ``(removed, labelled)`` pairs of the same
+    conversations) and its 95 % paired bootstrap interval, resampling conversations."""
+    import numpy as np
+
+    x, y = np.asarray(a, float), np.asarray(b, float)
+    if x.shape != y.shape or not len(x) or not x[:, 1].sum():
+        raise ValueError("paired_recall_ci: both sides need the same non-empty conversations")
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, len(x), size=(n, len(x)))
+    diff = x[idx, 0].sum(1) / x[idx, 1].sum(1) - y[idx, 0].sum(1) / y[idx, 1].sum(1)
+    lo, hi = np.percentile(diff, [2.5, 97.5])
+    return float(x[:, 0].sum() / x[:, 1].sum() - y[:, 0].sum() / y[:, 1].sum()), float(lo), float(hi)
+
+
 def score(detect: Callable[[list[str]], list[list[Detection]]], convs: Sequence[Conversation]) -> dict[str, Any]:
     """Recall / precision per type, keep-survival, texts per second, and the misses (for reading).
 
@@ -114,7 +130,9 @@ def score(detect: Callable[[list[str]], list[list[Detection]]], convs: Sequence[
     t = time.perf_counter()
     all_dets = [detect(list(c.turns)) for c in convs]
     seconds = time.perf_counter() - t
+    per_conv: list[tuple[int, int]] = []  # (removed, labelled) per conversation, for paired bootstraps
     for c, dets_by_turn in zip(convs, all_dets, strict=True):
+        before = (sum(found.values()), sum(labelled.values()))
         for i, dets in enumerate(dets_by_turn):
             spans = [s for s in c.spans if s.turn == i]
             pii = [s for s in spans if s.type != "KEEP"]
@@ -139,6 +157,7 @@ def score(detect: Callable[[list[str]], list[list[Detection]]], convs: Sequence[
                     true[d.type] += 1
                 elif not any(f.get("id") == c.id and f.get("turn") == i for f in false if "keep" in f):
                     false.append({"id": c.id, "turn": i, "type": d.type, "detected": c.turns[i][d.start:d.end]})
+        per_conv.append((sum(found.values()) - before[0], sum(labelled.values()) - before[1]))
     types = {}
     for kind in PII_TYPES:
         if labelled[kind] or detected[kind]:
@@ -155,5 +174,5 @@ def score(detect: Callable[[list[str]], list[list[Detection]]], convs: Sequence[
         "total": {"labelled": n_lab, "recall": sum(found.values()) / n_lab if n_lab else None,
                   "detected": n_det, "precision": sum(true.values()) / n_det if n_det else None,
                   "keep": keep_total, "keep_survival": keep_ok / keep_total if keep_total else None},
-        "types": types, "misses": misses, "false_positives": false,
+        "types": types, "misses": misses, "false_positives": false, "per_conversation": per_conv,
     }

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from data_curation.pii import Detection
-from data_curation.pii_eval import load_set, score
+from data_curation.pii_eval import load_set, paired_recall_ci, score
 from infra.recordio import RecordError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -77,3 +77,15 @@ def test_shipped_sets_parse_and_are_varied(name: str) -> None:
     kinds = {s.type for c in convs for s in c.spans}
     assert {"NAME", "ADDRESS", "EMAIL", "PHONE", "CARD", "KEEP"} <= kinds
     assert len(convs) >= 100
+
+
+def test_paired_recall_ci_hand_computed() -> None:
+    a = [(2, 2), (1, 2), (0, 1)]  # 3 of 5
+    b = [(1, 2), (1, 2), (0, 1)]  # 2 of 5
+    d, lo, hi = paired_recall_ci(a, b)
+    assert d == pytest.approx(0.2)
+    assert 0.0 <= lo <= d <= hi <= 0.5  # a never does worse on any conversation
+    same = paired_recall_ci(a, a)
+    assert same == (0.0, 0.0, 0.0)
+    with pytest.raises(ValueError, match="same non-empty"):
+        paired_recall_ci(a, b[:2])
