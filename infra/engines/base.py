@@ -16,18 +16,30 @@ serving replica can be lent to rollout and back. Definitions that both must agre
   batch layout, which only the engine knows; the HF engine applies it row by row.
 * **sleep levels** — level 1 keeps the weights (off the accelerator where there is one) and frees
   caches; level 2 discards the weights, and ``update_weights`` must load every tensor after ``wake``.
+* **abort** — a request may carry a ``deadline`` (``time.monotonic()`` seconds) and a ``cancel`` event.
+  Once either fires, its rows leave the batch at the next decode step (their tokens so far are kept,
+  finish ``"abort"``); a request already aborted when its call starts returns at once with no tokens.
+  This is how a serving turn that ran out of budget stops costing the engine anything.
+* **streaming** — a request may carry a ``stream`` sink: the engine calls ``stream(index, token_id)`` on its
+  own thread for every token it chooses for completion ``index`` (the eos included; beams and engines that
+  cannot stream call it once per token after the call). It must be quick and must not raise.
+* **speed** — engines measure what a call costs (:class:`SpeedProfile`: prefill ms per call and ms per
+  decode step, by the rows in the call), so a latency budget can be turned into a token cap.
 """
 
 from __future__ import annotations
 
+import threading
+import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Literal, Protocol, runtime_checkable
 
 import torch
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-FinishReason = Literal["stop", "length", "eos"]
+FinishReason = Literal["stop", "length", "eos", "abort"]
 ChatMessage = dict[str, Any]
 Prompt = str | list[int] | list[ChatMessage]
 
@@ -61,6 +73,9 @@ class RowLogitsProcessor(Protocol):
 
 LogitsConstraint = Callable[[], RowLogitsProcessor]
 """A per-request constraint: a factory called once per request per ``generate`` (fresh caches each time)."""
+
+TokenSink = Callable[[int, int], None]
+"""``stream(index, token_id)``: called by the engine for each token of completion ``index`` as it is chosen."""
 
 
 class SamplingParams(BaseModel):
@@ -111,6 +126,18 @@ class GenerationRequest(BaseModel):
     params: SamplingParams = Field(default_factory=SamplingParams)
     constraint: LogitsConstraint | None = Field(None, description="Factory of this request's logits processor.")
     request_id: str = Field(default_factory=lambda: uuid.uuid4().hex)
+    deadline: float | None = Field(None, description="time.monotonic() seconds after which the request's rows stop "
+                                   "(finish 'abort'); None = no deadline.")
+    cancel: threading.Event | None = Field(None, description="Set it to stop the request's rows at the next decode "
+                                           "step (finish 'abort'); None = not cancellable.")
+    stream: TokenSink | None = Field(None, description="Called as stream(index, token_id) for each token as it is "
+                                     "chosen, on the engine's thread; None = no streaming.")
+
+    def aborted(self, now: float | None = None) -> bool:
+        """The request was cancelled or its deadline (``now``: ``time.monotonic()``) has passed."""
+        if self.cancel is not None and self.cancel.is_set():
+            return True
+        return self.deadline is not None and (time.monotonic() if now is None else now) >= self.deadline
 
     @field_validator("prompt")
     @classmethod
@@ -132,7 +159,8 @@ class Completion(BaseModel):
     token_ids: list[int] = Field(description="Generated ids: up to the eos (kept) or the token that completed a stop.")
     text: str = Field(description="Decoded token_ids without special tokens, cut before the first stop string.")
     logprobs: list[float] = Field(description="log_softmax of the raw temperature-1 logits at each chosen token.")
-    finish_reason: FinishReason = Field(description="'eos' (an eos id), 'stop' (a stop string), or 'length'.")
+    finish_reason: FinishReason = Field(description="'eos' (an eos id), 'stop' (a stop string), 'length', or "
+                                        "'abort' (cancelled or past the request's deadline).")
     prompt_tokens: int = Field(description="Prompt length in tokens (unpadded).")
     latency_ms: float = Field(description="Wall time of the batched model call that produced this completion.")
     weights_version: int = Field(description="The engine's weights_version when it was generated.")
@@ -239,3 +267,93 @@ class DecodeSpeed:
             return
         rate = steps / seconds
         self.value = rate if self.value is None else (1 - self.alpha) * self.value + self.alpha * rate
+
+
+@dataclass(frozen=True)
+class CallCost:
+    """What one engine call is expected to cost: reading the prompts, then each decode step (ms)."""
+
+    prefill_ms: float
+    step_ms: float
+
+    def ms(self, tokens: int) -> float:
+        """Expected wall time of a call that generates ``tokens`` tokens per row."""
+        return self.prefill_ms + max(0, tokens - 1) * self.step_ms
+
+    def tokens_within(self, ms: float) -> int:
+        """Most tokens per row a call can generate in ``ms`` (0 when even the prefill does not fit)."""
+        if ms < self.prefill_ms:
+            return 0
+        return 1 + int((ms - self.prefill_ms) / max(self.step_ms, 1e-6))
+
+
+ROW_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+
+
+class SpeedProfile:
+    """Measured prefill and decode cost of engine calls, by the number of rows in the call.
+
+    Each call adds ``(rows, prefill_ms, steps, decode_ms)``; per row bucket (1, 2, 4, ... rows, a call
+    counted in the smallest bucket holding it) it keeps exponential moving averages of the prefill time
+    of a call and of one decode step. :meth:`cost` answers for any row count: from its bucket when that
+    was measured, else the smaller of the nearest smaller bucket scaled linearly by rows (batching is never
+    worse than linear) and the nearest larger bucket (more rows never cost less).
+    Thread-safe.
+    """
+
+    def __init__(self, alpha: float = 0.3) -> None:
+        if not 0.0 < alpha <= 1.0:
+            raise ValueError(f"alpha must be in (0, 1], got {alpha}")
+        self.alpha = alpha
+        self._prefill: dict[int, float] = {}  # bucket -> EMA ms per call
+        self._step: dict[int, float] = {}  # bucket -> EMA ms per decode step
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def bucket(rows: int) -> int:
+        return next((b for b in ROW_BUCKETS if rows <= b), ROW_BUCKETS[-1])
+
+    def add(self, rows: int, prefill_ms: float, steps: int = 0, decode_ms: float = 0.0) -> None:
+        """One call: ``rows`` sequences, ``prefill_ms`` until the first token, ``steps`` later tokens in ``decode_ms``."""
+        if rows < 1 or prefill_ms < 0:
+            return
+        b, a = self.bucket(rows), self.alpha
+        with self._lock:
+            old = self._prefill.get(b)
+            self._prefill[b] = prefill_ms if old is None else (1 - a) * old + a * prefill_ms
+            if steps > 0 and decode_ms > 0:
+                step = decode_ms / steps
+                old = self._step.get(b)
+                self._step[b] = step if old is None else (1 - a) * old + a * step
+
+    def cost(self, rows: int) -> CallCost | None:
+        """Expected cost of a call with ``rows`` rows; None before any call was measured."""
+        b = self.bucket(max(1, rows))
+        with self._lock:
+            prefill = self._scaled(self._prefill, b)
+            step = self._scaled(self._step, b)
+        if prefill is None:
+            return None
+        return CallCost(prefill_ms=prefill, step_ms=step if step is not None else prefill)
+
+    @staticmethod
+    def _scaled(table: dict[int, float], b: int) -> float | None:
+        if b in table:
+            return table[b]
+        below = [k for k in table if k < b]
+        above = [k for k in table if k > b]
+        guesses = ([table[max(below)] * b / max(below)] if below else []) + ([table[min(above)]] if above else [])
+        return min(guesses) if guesses else None  # a call never costs more than one with more rows
+
+    def snapshot(self) -> dict[str, dict[int, float]]:
+        """The measured table: ``{"prefill_ms": {bucket: ms}, "step_ms": {bucket: ms}}``."""
+        with self._lock:
+            return {"prefill_ms": dict(self._prefill), "step_ms": dict(self._step)}
+
+
+@runtime_checkable
+class Measured(Protocol):
+    """An engine that measures its call costs (both backends do; test doubles need not)."""
+
+    @property
+    def speed(self) -> SpeedProfile: ...
