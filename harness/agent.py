@@ -35,7 +35,7 @@ from harness.protocol import (
     problem_result,
 )
 from harness.session import SessionState, TokenContext
-from infra.engines.base import Completion, Engine, GenerationRequest, SamplingParams
+from infra.engines.base import Completion, Engine, GenerationRequest, SamplingParams, forecast
 from sid.codebook import SidMap, parse_sid
 from sid.decoding import VllmSidLogitsProcessor
 from sid.tokens import SidTokenMap
@@ -382,14 +382,26 @@ class TurnRun:
             return self._stop("prompt_too_long")
         if self.budget.expired():
             return self._stop("budget")
-        cfg = loop.config
-        cap = self.budget.token_cap(loop.model.engine.tokens_per_second, cfg.max_new_tokens)
+        cfg, budget = loop.config, self.budget
+        cap = self._token_cap()
         if cap < cfg.min_new_tokens:
             return self._stop("budget")
         seed = None if cfg.seed is None else call_seed(cfg.seed, self.session.turns, result.steps)
         params = SamplingParams(max_new_tokens=cap, temperature=cfg.temperature, top_p=cfg.top_p, seed=seed)
         self._prompt = ids
-        return GenerationRequest(prompt=ids, params=params, constraint=loop.sid_constraint(self.ctx))
+        return GenerationRequest(prompt=ids, params=params, constraint=loop.sid_constraint(self.ctx),
+                                 deadline=budget.deadline if budget.hard else None,
+                                 cancel=budget.cancel if budget.hard else None)
+
+    def _token_cap(self) -> int:
+        """Output tokens that fit before the deadline: from the engine's forecast (queue wait, measured prefill
+        and decode cost at the batch size it expects) when it makes one, else from its decode speed."""
+        assert self.loop.model is not None
+        engine, ceiling = self.loop.model.engine, self.loop.config.max_new_tokens
+        wait_ms, cost = forecast(engine)
+        if cost is not None:
+            return self.budget.tokens_for(cost, wait_ms, ceiling)
+        return self.budget.token_cap(engine.tokens_per_second, ceiling)
 
     def apply(self, completion: Completion) -> bool:
         """Apply the model's completion to the request :meth:`request` gave; True when the turn is over."""
@@ -400,6 +412,9 @@ class TurnRun:
         result.model_calls.append(ModelCall(prompt, completion))
         result.output_tokens += len(completion.token_ids)
         result.steps += 1
+        if completion.finish_reason == "abort":  # the engine stopped it: out of time, or the server cancelled
+            self._stop("budget")
+            return True
         parsed = parse_reply(completion.text)
         if not parsed.calls and not parsed.problems:
             final = loop.text_final(ctx, parsed.content, result)

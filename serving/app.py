@@ -12,6 +12,7 @@ import asyncio
 import json
 import logging
 import math
+import threading
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -28,10 +29,11 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from harness.agent import Final, TurnResult, render_ids
+from harness.budget import Budget
 from harness.catalog import Item
 from harness.protocol import parse_reply
 from harness.session import SessionError, SessionState
-from infra.engines.base import EngineError, GenerationRequest, SamplingParams
+from infra.engines.base import Completion, EngineError, GenerationRequest, SamplingParams, TokenSink
 from serving.schemas import (
     AnswerReply,
     AnswerRequest,
@@ -109,7 +111,7 @@ class BodyLimit:
 
 
 async def _too_large(scope: Scope, receive: Receive, send: Send, limit: int) -> None:
-    response = JSONResponse({"detail": f"request body exceeds {limit} bytes"}, status_code=413)
+    response = _error_response(Request(scope), 413, f"request body exceeds {limit} bytes")  # OpenAI shape there
     await response(scope, receive, send)
 
 
@@ -126,48 +128,91 @@ def _cards(server: AgentServer, app: str, ids: list[str]) -> list[ItemCard]:
     return [_card(server, item) for item in (catalog.get(i) for i in ids) if item is not None]
 
 
-async def _run(server: AgentServer, fn: Callable[[], TurnResult]) -> TurnResult:
+async def _run(server: AgentServer, fn: Callable[[], TurnResult], pool: str = "turn") -> TurnResult:
     loop = asyncio.get_running_loop()
-    result: TurnResult = await loop.run_in_executor(server_executor(server), fn)
+    result: TurnResult = await loop.run_in_executor(server_executor(server, pool), fn)
     return result
 
 
-_EXECUTORS: dict[int, ThreadPoolExecutor] = {}
+_EXECUTORS: dict[tuple[int, str], ThreadPoolExecutor] = {}
 
 
-def server_executor(server: AgentServer) -> ThreadPoolExecutor:
-    """The worker pool turns run in (one per server, sized by ``worker_threads``)."""
-    pool = _EXECUTORS.get(id(server))
-    if pool is None:
-        pool = _EXECUTORS[id(server)] = ThreadPoolExecutor(server.config.worker_threads, thread_name_prefix="turn")
-    return pool
+def server_executor(server: AgentServer, pool: str = "turn") -> ThreadPoolExecutor:
+    """The worker pools of a server: ``turn`` (agent turns and raw model calls, ``worker_threads``) and
+    ``fallback`` (answers of cut or refused turns, ``fallback_threads``: never queued behind turns)."""
+    key = (id(server), pool)
+    executor = _EXECUTORS.get(key)
+    if executor is None:
+        size = server.config.worker_threads if pool == "turn" else server.config.fallback_threads
+        executor = _EXECUTORS[key] = ThreadPoolExecutor(size, thread_name_prefix=pool)
+    return executor
 
 
-def _retrieve(task: asyncio.Future[Any]) -> None:
-    if not task.cancelled() and task.exception() is not None:
-        log.info("a turn abandoned after its budget ended with %r", task.exception())
+def arrival(request: Request) -> float:
+    """When the request reached the server (``time.monotonic()``, set by the timing middleware): every budget
+    counts from here."""
+    return float(getattr(request.state, "arrival", time.monotonic()))
+
+
+ArrivalDep = Annotated[float, Depends(arrival)]
 
 
 async def run_turn(server: AgentServer, app: str, session: SessionState, text: str | None, budget_ms: float,
-                   constraints: dict[str, Any] | None = None) -> tuple[SessionState, TurnResult]:
-    """Admit, run the turn on a copy of the session in a worker, and fall back if it overruns.
+                   constraints: dict[str, Any] | None = None, *, arrived: float | None = None
+                   ) -> tuple[SessionState, TurnResult]:
+    """Admit, run the turn on a copy of the session in a worker, and cut it at its deadline.
 
-    Returns the session to save (the worked copy, or the original plus the fallback's exchange).
+    The budget counts from ``arrived``. Admission may refuse at once (503) or send the turn straight to the
+    fallback (``overload: degrade``). Otherwise the model has until ``budget - answer_reserve_ms``: then the
+    turn is cancelled (its rows leave the engine's batch) and the fallback answers, ``degraded: timeout``.
+    Returns the session to save (the worked copy, or the original plus the fallback's exchange) and the result;
+    the turn is recorded in the metrics with its real wall time.
     """
-    server.admit(budget_ms)
+    budget = server.new_budget(app, budget_ms, start=arrived)
+    if not server.admit(app, budget):
+        session, result = await _fallback(server, app, session, text, budget, "overload", constraints)
+    else:
+        session, result = await _model_turn(server, app, session, text, budget, constraints)
+    server.record_turn(app, result, budget.elapsed_ms(), budget.budget_ms)
+    return session, result
+
+
+async def _model_turn(server: AgentServer, app: str, session: SessionState, text: str | None, budget: Budget,
+                      constraints: dict[str, Any] | None) -> tuple[SessionState, TurnResult]:
     work = session.model_copy(deep=True)
-    task = asyncio.ensure_future(_run(server, lambda: server.run_turn(app, work, text, budget_ms, constraints)))
-    task.add_done_callback(_retrieve)  # an abandoned (timed-out) turn's error is logged, not "never retrieved"
-    timeout = (budget_ms + server.config.timeout_grace_ms) / 1000.0
+    others = server.admission.start()
+    cut = False
+
+    def done(task: asyncio.Future[TurnResult]) -> None:
+        failed = task.cancelled() or task.exception() is not None
+        if failed and cut:
+            log.info("a turn cut at its deadline ended with %r", None if task.cancelled() else task.exception())
+        delivered = not (cut or failed or task.result().reason in ("budget", "timeout"))
+        server.admission.finish(app, budget.elapsed_ms(), others=others, delivered=delivered)
+
+    task = asyncio.ensure_future(_run(server, lambda: server.model_turn(app, work, text, budget, constraints)))
+    task.add_done_callback(done)  # also retrieves a cut turn's error, so it is never "never retrieved"
     try:
-        return work, await asyncio.wait_for(asyncio.shield(task), timeout)
+        return work, await asyncio.wait_for(asyncio.shield(task), max(0.0, _cut_in_s(server, budget)))
     except TimeoutError:
-        if text is not None:
-            session.messages.append({"role": "user", "content": text})
-        result = await _run(server, lambda: server.fallback_turn(app, session, "timeout", budget_ms, constraints))
-        session.messages.append({"role": "assistant", "content": result.final.reply})
-        session.turns += 1
-        return session, result
+        cut = True
+        budget.cancel.set()  # the engine drops the turn's rows at its next step; the loop stops calling it
+        return await _fallback(server, app, session, text, budget, "timeout", constraints)
+
+
+def _cut_in_s(server: AgentServer, budget: Budget) -> float:
+    return (budget.remaining_ms() - server.config.answer_reserve_ms) / 1000.0
+
+
+async def _fallback(server: AgentServer, app: str, session: SessionState, text: str | None, budget: Budget,
+                    reason: str, constraints: dict[str, Any] | None) -> tuple[SessionState, TurnResult]:
+    """The app's fallback answer on the fallback pool; the user's message and the answer join the session."""
+    if text is not None:
+        session.messages.append({"role": "user", "content": text})
+    result = await _run(server, lambda: server.fallback_turn(app, session, reason, budget, constraints), "fallback")
+    session.messages.append({"role": "assistant", "content": result.final.reply})
+    session.turns += 1
+    return session, result
 
 
 # ------------------------------------------------------------------------------------------------ sessions
@@ -178,13 +223,13 @@ def _load_session(server: AgentServer, app_name: str, session_id: str) -> Sessio
     return state
 
 
-def _turn_reply(server: AgentServer, state: SessionState, result: TurnResult | None, t0: float) -> TurnReply:
+def _turn_reply(server: AgentServer, state: SessionState, result: TurnResult | None, arrived: float) -> TurnReply:
     final = result.final if result else Final(reply="")
     return TurnReply(session_id=state.session_id, reply=final.reply, items=_cards(server, state.app, final.item_ids),
                      bundles=[_cards(server, state.app, b) for b in final.bundles], actions=final.actions,
                      cart=state.cart, degraded=bool(result and result.degraded),
                      reason=result.reason if result and result.degraded else None,
-                     latency_ms=(time.perf_counter() - t0) * 1000.0)
+                     latency_ms=(time.monotonic() - arrived) * 1000.0)
 
 
 def session_router(app_name: str) -> APIRouter:
@@ -193,22 +238,20 @@ def session_router(app_name: str) -> APIRouter:
     router = APIRouter(prefix=f"/v1/{app_name}", tags=[app_name])
 
     @router.post("/sessions", status_code=201, responses=errors(*BODY_ERRORS))
-    async def create_session(body: SessionCreate, server: ServerDep) -> TurnReply:
+    async def create_session(body: SessionCreate, server: ServerDep, arrived: ArrivalDep) -> TurnReply:
         """Open a session (with optional constraints); with ``message`` the first turn runs at once."""
-        t0 = time.perf_counter()
         server.app(app_name)
         state = SessionState(app=app_name, constraints=body.constraints.as_dict() if body.constraints else {})
         result = None
         if body.message is not None:
             state, result = await run_turn(server, app_name, state, body.message,
-                                           server.budget_ms(app_name, body.budget_ms))
+                                           server.budget_ms(app_name, body.budget_ms), arrived=arrived)
         server.store.put(state)
-        return _turn_reply(server, state, result, t0)
+        return _turn_reply(server, state, result, arrived)
 
     @router.post("/sessions/{session_id}/turns", responses=errors(*BODY_ERRORS))
-    async def create_turn(session_id: str, body: TurnRequest, server: ServerDep) -> TurnReply:
+    async def create_turn(session_id: str, body: TurnRequest, server: ServerDep, arrived: ArrivalDep) -> TurnReply:
         """One user message -> the agent's reply with item cards."""
-        t0 = time.perf_counter()
         state = _load_session(server, app_name, session_id)
         if body.constraints is not None:
             merged = {**state.constraints, **body.constraints.as_dict()}
@@ -216,9 +259,9 @@ def session_router(app_name: str) -> APIRouter:
                 raise HTTPException(422, f"constraints: {problem} (merged with the session's constraints)")
             state.constraints = merged
         budget_ms = server.budget_ms(app_name, body.budget_ms)
-        state, result = await run_turn(server, app_name, state, body.message, budget_ms)
+        state, result = await run_turn(server, app_name, state, body.message, budget_ms, arrived=arrived)
         server.store.put(state)
-        return _turn_reply(server, state, result, t0)
+        return _turn_reply(server, state, result, arrived)
 
     @router.get("/sessions/{session_id}", responses=errors(404, 422, 503))
     async def read_session(session_id: str, server: ServerDep) -> SessionView:
@@ -244,31 +287,30 @@ apps_router = APIRouter(tags=["livestream", "travel"])
 
 
 @apps_router.post("/v1/livestream/answer", responses=errors(*BODY_ERRORS))
-async def answer_question(body: AnswerRequest, server: ServerDep) -> AnswerReply:
+async def answer_question(body: AnswerRequest, server: ServerDep, arrived: ArrivalDep) -> AnswerReply:
     """A viewer's question about the stream's products, answered under a sub-second default budget."""
-    t0 = time.perf_counter()
     ctx = {k: v for k, v in {"stream_id": body.stream_id, "ts_offset_s": body.ts_offset_s,
                              "item_id": body.item_id}.items() if v is not None}
     state = SessionState(app="livestream", constraints=ctx)
     _, result = await run_turn(server, "livestream", state, body.question,
-                               server.budget_ms("livestream", body.budget_ms))
+                               server.budget_ms("livestream", body.budget_ms), arrived=arrived)
     final = result.final
     return AnswerReply(answer=final.reply, cited_facts=[str(f) for f in final.data.get("cited_facts", [])],
                        items=_cards(server, "livestream", final.item_ids), degraded=result.degraded,
                        reason=result.reason if result.degraded else None,
-                       latency_ms=(time.perf_counter() - t0) * 1000.0)
+                       latency_ms=(time.monotonic() - arrived) * 1000.0)
 
 
 @apps_router.post("/v1/travel/plan", responses=errors(*BODY_ERRORS))
-async def plan_trip(body: PlanRequest, server: ServerDep) -> PlanReply:
+async def plan_trip(body: PlanRequest, server: ServerDep, arrived: ArrivalDep) -> PlanReply:
     """A trip request -> an itinerary checked for opening hours and travel times."""
-    t0 = time.perf_counter()
     state = SessionState(app="travel", constraints=dict(body.constraints or {}))
-    _, result = await run_turn(server, "travel", state, body.request, server.budget_ms("travel", body.budget_ms))
+    _, result = await run_turn(server, "travel", state, body.request, server.budget_ms("travel", body.budget_ms),
+                               arrived=arrived)
     itinerary = result.final.data.get("itinerary")
     return PlanReply(itinerary=_jsonable(itinerary), reply=result.final.reply, degraded=result.degraded,
                      reason=result.reason if result.degraded else None,
-                     latency_ms=(time.perf_counter() - t0) * 1000.0)
+                     latency_ms=(time.monotonic() - arrived) * 1000.0)
 
 
 def _jsonable(value: Any) -> dict[str, Any] | None:
@@ -305,8 +347,9 @@ def _chat_messages(body: ChatRequest) -> list[dict[str, Any]]:
     return out
 
 
-def _raw_completion(server: AgentServer, body: ChatRequest) -> tuple[dict[str, Any], str, int, int]:
-    """Generate one assistant message with the client's tools: ``(message, finish_reason, prompt, output)``."""
+def _raw_request(server: AgentServer, body: ChatRequest, deadline: float, cancel: threading.Event | None = None,
+                 stream: TokenSink | None = None) -> tuple[GenerationRequest, list[dict[str, Any]] | None]:
+    """The engine request for a raw chat call (the client's messages and tools), and the tools."""
     assert server.model is not None
     tools = [t.model_dump(exclude_none=True) for t in body.tools] if body.tools else None
     ids = render_ids(server.model.tokenizer, _chat_messages(body), tools)
@@ -317,24 +360,42 @@ def _raw_completion(server: AgentServer, body: ChatRequest) -> tuple[dict[str, A
     cap = min(body.max_completion_tokens or body.max_tokens or ceiling, ceiling)
     params = SamplingParams(max_new_tokens=cap, temperature=1.0 if body.temperature is None else body.temperature,
                             top_p=body.top_p or 1.0, seed=body.seed)
-    completion = server.model.engine.generate([GenerationRequest(prompt=ids, params=params)])[0][0]
+    return GenerationRequest(prompt=ids, params=params, deadline=deadline, cancel=cancel, stream=stream), tools
+
+
+_FINISH = {"eos": "stop", "stop": "stop", "length": "length", "abort": "length"}
+"""Engine finish reasons as OpenAI's (a call cut at its budget ends like one cut at its token cap)."""
+
+
+def _raw_message(completion: Completion, tools: list[dict[str, Any]] | None) -> tuple[dict[str, Any], str]:
+    """The assistant message of a raw completion (tool calls parsed when the client sent tools), finish reason."""
     parsed = parse_reply(completion.text)
     message: dict[str, Any] = {"role": "assistant", "content": parsed.content or None}
-    finish = {"eos": "stop", "stop": "stop", "length": "length"}[completion.finish_reason]
+    finish = _FINISH[completion.finish_reason]
     if parsed.calls and tools:
         message["tool_calls"] = [c.to_openai() for c in parsed.calls]
         finish = "tool_calls"
     elif parsed.calls or parsed.problems:
         message["content"] = completion.text
-    return message, finish, len(ids), len(completion.token_ids)
+    return message, finish
 
 
-async def _agent_completion(server: AgentServer, app: str, body: ChatRequest) -> tuple[dict[str, Any], str, int, int]:
+def _raw_completion(server: AgentServer, body: ChatRequest, deadline: float) -> tuple[dict[str, Any], str, int, int]:
+    """Generate one assistant message with the client's tools: ``(message, finish_reason, prompt, output)``."""
+    assert server.model is not None
+    request, tools = _raw_request(server, body, deadline)
+    completion = server.model.engine.generate([request])[0][0]
+    message, finish = _raw_message(completion, tools)
+    return message, finish, completion.prompt_tokens, len(completion.token_ids)
+
+
+async def _agent_completion(server: AgentServer, app: str, body: ChatRequest, arrived: float
+                            ) -> tuple[dict[str, Any], str, int, int]:
     messages = [m for m in _chat_messages(body) if m["role"] != "system"]
     if not messages or messages[-1]["role"] != "user":
         raise HTTPException(422, "messages: the last message must be from the user for an agent model")
     state = SessionState(app=app, messages=messages)
-    _, result = await run_turn(server, app, state, None, server.budget_ms(app, body.budget_ms))
+    _, result = await run_turn(server, app, state, None, server.budget_ms(app, body.budget_ms), arrived=arrived)
     final = result.final
     message = {"role": "assistant", "content": final.reply,
                "sidekick": {"items": [c.model_dump() for c in _cards(server, app, final.item_ids)],
@@ -357,22 +418,26 @@ _CHAT_REPLY: dict[int | str, dict[str, Any]] = {200: {
 
 @openai_router.post("/chat/completions", response_model=None,
                     responses={**_CHAT_REPLY, **errors(*BODY_ERRORS, model=OpenAIErrorReply)})
-async def create_chat_completion(body: ChatRequest, server: ServerDep) -> dict[str, Any] | StreamingResponse:
+async def create_chat_completion(body: ChatRequest, server: ServerDep, arrived: ArrivalDep
+                                 ) -> dict[str, Any] | StreamingResponse:
     """OpenAI chat completions; ``stream: true`` answers as server-sent events."""
     name, _, app = body.model.partition(":")
     if name != server.config.model_name or (app and app not in server.apps):
         known = ", ".join(m["id"] for m in (await list_models(server))["data"])
         raise HTTPException(404, f"model {body.model!r} not found; available: {known}")
     if app:
-        message, finish, n_prompt, n_out = await _agent_completion(server, app, body)
+        message, finish, n_prompt, n_out = await _agent_completion(server, app, body, arrived)
     else:
         if server.model is None:
             raise HTTPException(503, "no model is loaded")
-        budget = body.budget_ms or 60_000.0
-        server.admit(budget)
+        budget_ms = body.budget_ms or RAW_BUDGET_MS
+        server.admit_call(budget_ms)
+        deadline = arrived + budget_ms / 1000.0
+        if body.stream:
+            return await _raw_stream(server, body, deadline, arrived)
         loop = asyncio.get_running_loop()
         message, finish, n_prompt, n_out = await loop.run_in_executor(server_executor(server), _raw_completion,
-                                                                      server, body)
+                                                                      server, body, deadline)
     chat_id, created = "chatcmpl-" + uuid.uuid4().hex[:24], int(time.time())
     if body.stream:
         return StreamingResponse(_sse(chat_id, created, body.model, message, finish), media_type="text/event-stream")
@@ -381,21 +446,126 @@ async def create_chat_completion(body: ChatRequest, server: ServerDep) -> dict[s
             "usage": {"prompt_tokens": n_prompt, "completion_tokens": n_out, "total_tokens": n_prompt + n_out}}
 
 
+RAW_BUDGET_MS = 60_000.0
+"""A raw chat call's budget when it names none (ms): the engine stops its rows then."""
+
+TOOL_OPEN = "<tool_call>"
+
+
+def _chunk(chat_id: str, created: int, model: str, delta: dict[str, Any], reason: str | None = None) -> str:
+    body = {"id": chat_id, "object": "chat.completion.chunk", "created": created, "model": model,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": reason, "logprobs": None}]}
+    return f"data: {json.dumps(body)}\n\n"
+
+
+async def _raw_stream(server: AgentServer, body: ChatRequest, deadline: float, arrived: float) -> StreamingResponse:
+    """A raw chat call streamed token by token: the engine's stream sink feeds an asyncio queue, each new token's
+    text goes out as a content chunk (text that may open a ``<tool_call>`` is held back when the client sent
+    tools; the parsed calls follow at the end). A client that disconnects cancels the generation."""
+    assert server.model is not None
+    loop = asyncio.get_running_loop()
+    tokens: asyncio.Queue[int] = asyncio.Queue()
+    cancel = threading.Event()
+
+    def sink(index: int, token_id: int) -> None:
+        loop.call_soon_threadsafe(tokens.put_nowait, token_id)
+
+    request, tools = await loop.run_in_executor(server_executor(server), _raw_request, server, body, deadline,
+                                                cancel, sink)
+    engine = server.model.engine
+    call = loop.run_in_executor(server_executor(server), lambda: engine.generate([request])[0][0])
+    stream = _TokenText(server.model.tokenizer, hold=TOOL_OPEN if tools else None)
+    chat_id, created = "chatcmpl-" + uuid.uuid4().hex[:24], int(time.time())
+
+    async def events() -> AsyncIterator[str]:
+        try:
+            yield _chunk(chat_id, created, body.model, {"role": "assistant", "content": ""})
+            while not (call.done() and tokens.empty()):
+                getter: asyncio.Future[Any] = asyncio.ensure_future(tokens.get())
+                waiting: set[asyncio.Future[Any]] = {getter, call}
+                await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+                if not getter.done():
+                    getter.cancel()
+                    continue
+                delta = stream.add(getter.result())
+                if delta:
+                    if stream.first:
+                        server.metrics.observe_first_token(time.monotonic() - arrived)
+                    yield _chunk(chat_id, created, body.model, {"content": delta})
+            try:
+                completion = await call
+            except (EngineError, HTTPException) as e:
+                error = {"message": str(getattr(e, "detail", e)), "type": "server_error", "param": None, "code": None}
+                yield f"data: {json.dumps({'error': error})}\n\n"
+                return
+            message, finish = _raw_message(completion, tools)
+            rest = stream.rest(message.get("content") or "")
+            if rest:
+                yield _chunk(chat_id, created, body.model, {"content": rest})
+            for i, tool_call in enumerate(message.get("tool_calls") or []):
+                yield _chunk(chat_id, created, body.model, {"tool_calls": [{"index": i, **tool_call}]})
+            yield _chunk(chat_id, created, body.model, {}, finish)
+            yield "data: [DONE]\n\n"
+        finally:
+            cancel.set()  # a client gone mid-stream stops the generation; after the end this changes nothing
+
+    return StreamingResponse(events(), media_type="text/event-stream")
+
+
+class _TokenText:
+    """Streamed token ids -> the new text since the last call. Text from ``hold`` on (a tool call opening) is
+    never sent as content; text that could still become ``hold`` waits for the next token."""
+
+    def __init__(self, tokenizer: Any, hold: str | None) -> None:
+        self.tokenizer, self.hold = tokenizer, hold
+        self.ids: list[int] = []
+        self.sent = ""
+        self.first = False  # the last add() sent the first content
+        self.held = False  # ``hold`` appeared: nothing more goes out as content
+
+    def add(self, token_id: int) -> str:
+        self.ids.append(token_id)
+        self.first = False
+        if self.held:
+            return ""
+        text = self.tokenizer.decode(self.ids, skip_special_tokens=True)
+        if text.endswith("\ufffd"):  # a character split across tokens: wait for its end
+            return ""
+        if self.hold is not None:
+            at = text.find(self.hold)
+            if at >= 0:
+                text, self.held = text[:at], True
+            else:
+                text = text[:len(text) - _open_suffix(text, self.hold)]
+        if not text.startswith(self.sent) or len(text) == len(self.sent):
+            return ""
+        delta, self.sent = text[len(self.sent):], text
+        self.first = not self.sent[:-len(delta)]
+        return delta
+
+    def rest(self, final: str) -> str:
+        """What the final content adds to what was sent (nothing when it does not extend it)."""
+        return final[len(self.sent):] if final.startswith(self.sent) else ""
+
+
+def _open_suffix(text: str, marker: str) -> int:
+    """Length of the longest end of ``text`` that is a proper start of ``marker``."""
+    for k in range(min(len(marker) - 1, len(text)), 0, -1):
+        if text.endswith(marker[:k]):
+            return k
+    return 0
+
+
 async def _sse(chat_id: str, created: int, model: str, message: dict[str, Any], finish: str) -> AsyncIterator[str]:
-    """The finished message as OpenAI stream chunks (role, content pieces, tool calls, finish, [DONE])."""
-
-    def chunk(delta: dict[str, Any], reason: str | None = None) -> str:
-        body = {"id": chat_id, "object": "chat.completion.chunk", "created": created, "model": model,
-                "choices": [{"index": 0, "delta": delta, "finish_reason": reason, "logprobs": None}]}
-        return f"data: {json.dumps(body)}\n\n"
-
-    yield chunk({"role": "assistant", "content": ""})
+    """A finished message as OpenAI stream chunks (role, content pieces, tool calls, finish, [DONE]): what an agent
+    model streams, since its reply exists only once the turn's tools ran and its items were grounded."""
+    yield _chunk(chat_id, created, model, {"role": "assistant", "content": ""})
     content = message.get("content") or ""
     for i in range(0, len(content), 24):
-        yield chunk({"content": content[i:i + 24]})
+        yield _chunk(chat_id, created, model, {"content": content[i:i + 24]})
     for i, call in enumerate(message.get("tool_calls") or []):
-        yield chunk({"tool_calls": [{"index": i, **call}]})
-    yield chunk({}, finish)
+        yield _chunk(chat_id, created, model, {"tool_calls": [{"index": i, **call}]})
+    yield _chunk(chat_id, created, model, {}, finish)
     yield "data: [DONE]\n\n"
 
 
@@ -518,9 +688,10 @@ def create_app(server: AgentServer) -> FastAPI:
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         yield
         server.close()
-        pool = _EXECUTORS.pop(id(server), None)
-        if pool is not None:
-            pool.shutdown(wait=False, cancel_futures=True)
+        for pool in ("turn", "fallback"):
+            executor = _EXECUTORS.pop((id(server), pool), None)
+            if executor is not None:
+                executor.shutdown(wait=False, cancel_futures=True)
 
     app = FastAPI(title="Sidekick", version="0.1.0", lifespan=lifespan,
                   description="Domain agents over a catalog: shopping, livestream Q&A, trip planning.")
@@ -532,11 +703,11 @@ def create_app(server: AgentServer) -> FastAPI:
 
     @app.middleware("http")
     async def time_requests(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
-        t0 = time.perf_counter()
+        request.state.arrival = t0 = time.monotonic()  # every budget counts from here
         response = await call_next(request)
         route = request.scope.get("route")
         server.metrics.observe_request(getattr(route, "path", "unmatched"), response.status_code,
-                                       time.perf_counter() - t0)
+                                       time.monotonic() - t0)
         return response
 
     return app

@@ -11,6 +11,11 @@ and sleep/wake go through the same queue, so they never overlap a generate call.
 ``batching=False`` is the no-batching baseline of the serving benchmark: the same worker runs each
 caller's call on its own, in arrival order, with no gathering.
 
+A request that is aborted (its ``deadline`` passed or its ``cancel`` event set) while it waits never reaches
+the engine: its caller gets empty completions with finish ``"abort"`` at once. :meth:`BatchingEngine.forecast`
+tells a turn how long its next call would wait and what it would cost at the batch size it would join, from
+the engine's measured :class:`~infra.engines.base.SpeedProfile`, so the turn caps its tokens to fit its budget.
+
 Run its tests: ``.venv/bin/python -m pytest tests/serving/test_batcher.py -q``
 """
 
@@ -28,7 +33,7 @@ from typing import Any
 
 import torch
 
-from infra.engines.base import Completion, Engine, EngineError, GenerationRequest
+from infra.engines.base import CallCost, Completion, Engine, EngineError, GenerationRequest, Measured
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +47,7 @@ class BatchReport:
     tokens: int  # completion tokens generated (0 when the call failed)
     latency_ms: float
     ok: bool
+    aborted: int = 0  # requests whose rows left the call early (deadline or cancel), or never entered it
 
 
 @dataclass(frozen=True)
@@ -184,6 +190,14 @@ class BatchingEngine:
         running = max(0.0, ema - (time.perf_counter() - started) * 1000) if started is not None else 0.0
         return math.ceil(depth / per_batch) * ema + running
 
+    def forecast(self) -> tuple[float, CallCost | None]:
+        """``(wait_ms, cost)`` for a call sent now: :meth:`estimated_wait_ms`, and the wrapped engine's measured
+        cost at the rows of the batch it would join (the waiting requests plus itself, up to ``max_batch``;
+        one without batching). ``cost`` is None when the engine measures nothing or has not run yet."""
+        rows = min(self.max_batch, self._waiting + 1) if self.batching else 1
+        cost = self.engine.speed.cost(rows) if isinstance(self.engine, Measured) else None
+        return self.estimated_wait_ms(), cost
+
     def stats(self) -> BatcherStats:
         """Batches, requests, mean and max batch size, EMA batch latency, queue depth, failed batches."""
         with self._lock:
@@ -276,7 +290,19 @@ class BatchingEngine:
 
     def _run_batch(self, jobs: list[_Job]) -> None:
         """One engine call for all jobs; if it fails and holds several jobs, each job runs alone so the error
-        reaches only the caller whose request caused it."""
+        reaches only the caller whose request caused it. Jobs whose requests were all aborted while they waited
+        are answered at once without the engine."""
+        now = time.monotonic()
+        live = [job for job in jobs if not all(r.aborted(now) for r in job.requests)]
+        dropped = [job for job in jobs if job not in live]
+        for job in dropped:
+            job.future.set_result([_aborted(r, self.engine.weights_version) for r in job.requests])
+        if dropped and self.on_batch is not None:
+            self._report(BatchReport(requests=sum(len(j.requests) for j in dropped), sequences=0, tokens=0,
+                                     latency_ms=0.0, ok=True, aborted=sum(len(j.requests) for j in dropped)))
+        jobs = live
+        if not jobs:
+            return
         try:
             results = self._generate([r for job in jobs for r in job.requests], jobs)
         except Exception as e:
@@ -320,11 +346,16 @@ class BatchingEngine:
                 self._ema_ms = ms if self._ema_ms is None else (1 - a) * self._ema_ms + a * ms
         if self.on_batch is not None:
             tokens = sum(len(c.token_ids) for per_request in results for c in per_request)
-            try:
-                self.on_batch(BatchReport(requests=len(requests), sequences=sequences, tokens=tokens,
-                                          latency_ms=ms, ok=ok))
-            except Exception:
-                log.exception("on_batch callback failed")
+            aborted = sum(any(c.finish_reason == "abort" for c in per_request) for per_request in results)
+            self._report(BatchReport(requests=len(requests), sequences=sequences, tokens=tokens, latency_ms=ms,
+                                     ok=ok, aborted=aborted))
+
+    def _report(self, report: BatchReport) -> None:
+        assert self.on_batch is not None
+        try:
+            self.on_batch(report)
+        except Exception:
+            log.exception("on_batch callback failed")
 
     def _drain(self, jobs: list[_Job]) -> None:
         """Fail ``jobs`` and every job still queued (the worker is stopping)."""
@@ -339,6 +370,14 @@ class BatchingEngine:
             self._closed = True
             self._waiting = 0
         _fail(jobs, EngineError("the batching engine is closed"))
+
+
+def _aborted(request: GenerationRequest, weights_version: int) -> list[Completion]:
+    """The empty ``"abort"`` completions of a request dropped before it reached the engine."""
+    rows = max(request.params.n, 1)
+    return [Completion(request_id=request.request_id, index=j, token_ids=[], text="", logprobs=[],
+                       finish_reason="abort", prompt_tokens=0, latency_ms=0.0, weights_version=weights_version)
+            for j in range(rows)]
 
 
 def _fail(jobs: Sequence[_Job], error: Exception) -> None:

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import math
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -20,6 +21,7 @@ from harness.agent import AgentLoop, AppSpec, Grounder, LoopConfig, ModelAccess,
 from harness.budget import Budget
 from harness.session import MemorySessionStore, RedisSessionStore, SessionState, SessionStore
 from infra.engines import EngineSettings
+from serving.admission import Admission
 from serving.batcher import BatchingEngine
 from serving.metrics import Metrics
 
@@ -40,7 +42,14 @@ class ServeConfig(BaseModel):
                                    "the first user message are dropped to fit.")
     max_body_bytes: int = Field(256 * 1024, ge=1024, description="Larger request bodies get 413.")
     worker_threads: int = Field(64, ge=1, description="Turns running at once (the rest queue).")
-    timeout_grace_ms: float = Field(2000.0, ge=0, description="Past budget + grace a turn answers from fallback.")
+    fallback_threads: int = Field(4, ge=1, description="Threads that write fallback answers (kept apart from the "
+                                  "turns' threads so a cut turn's answer never waits behind them).")
+    answer_reserve_ms: float = Field(40.0, ge=0, description="The end of every budget kept for answering: the model "
+                                     "must be done by budget - reserve; then the turn is cut and the fallback answers "
+                                     "(degraded: timeout), so the reply leaves within the budget.")
+    overload: Literal["reject", "degrade"] = Field("reject", description="A turn admission predicts to miss its "
+                                                   "budget: 'reject' = 503 with Retry-After at once, 'degrade' = "
+                                                   "the fallback answers at once (degraded: overload).")
     session_ttl_s: float = Field(1800.0, gt=0, description="Sessions expire this long after their last turn.")
     max_sessions: int = Field(10_000, ge=1, description="In-memory store: least recently used go beyond this.")
     max_session_messages: int = Field(40, ge=4, description="Messages a session keeps (first intent + latest).")
@@ -49,11 +58,12 @@ class ServeConfig(BaseModel):
 
 
 class Overloaded(Exception):
-    """The queue is longer than the request's budget: answer 503 with Retry-After."""
+    """The request cannot be answered within its budget: answer 503 with Retry-After."""
 
-    def __init__(self, wait_ms: float) -> None:
-        super().__init__(f"server busy: estimated wait {wait_ms:.0f} ms exceeds the request's budget")
-        self.retry_after_s = max(1, math.ceil(wait_ms / 1000.0))
+    def __init__(self, predicted_ms: float, budget_ms: float, what: str = "estimated wait") -> None:
+        super().__init__(f"server busy: {what} {predicted_ms:.0f} ms exceeds the request's budget of "
+                         f"{budget_ms:.0f} ms; retry later")
+        self.retry_after_s = max(1, math.ceil(max(0.0, predicted_ms - budget_ms) / 1000.0))
 
 
 class UnknownApp(LookupError):
@@ -73,6 +83,7 @@ class AgentServer:
                  *, store: SessionStore | None = None, metrics: Metrics | None = None) -> None:
         self.config = config or ServeConfig()
         self.metrics = metrics or Metrics()
+        self.admission = Admission()
         self.front: BatchingEngine | None = None
         self.model: ModelAccess | None = None
         if model is not None:
@@ -112,39 +123,67 @@ class AgentServer:
     def budget_ms(self, app: str, requested: float | None) -> float:
         return float(requested) if requested is not None else self.app(app).spec.default_budget_ms
 
-    def admit(self, budget_ms: float) -> None:
-        """Raise :class:`Overloaded` when the engine queue alone would eat the whole budget."""
+    def new_budget(self, app: str, budget_ms: float, start: float | None = None) -> Budget:
+        """The turn's hard budget, counted from ``start`` (the request's arrival, ``time.monotonic()``)."""
+        return Budget(budget_ms, max_steps=self.app(app).spec.max_steps, reserve_ms=self.config.answer_reserve_ms,
+                      start=time.monotonic() if start is None else start, hard=True)
+
+    def admit(self, app: str, budget: Budget) -> bool:
+        """Whether the model should try this turn: False (``overload: degrade``) means answer from the fallback
+        at once; raises :class:`Overloaded` (``overload: reject``) when admission predicts the turn would miss
+        its budget. A server without a model admits everything (its answers are the fallback's anyway)."""
+        if self.model is None:
+            return True
+        predicted = self.admission.forecast(app).predicted_ms
+        usable = budget.remaining_ms() - self.config.answer_reserve_ms
+        if predicted <= usable:
+            return True
+        self.metrics.rejected.inc()
+        if self.config.overload == "degrade":
+            return False
+        raise Overloaded(predicted, budget.budget_ms, "predicted turn time")
+
+    def admit_call(self, budget_ms: float) -> None:
+        """For a raw model call (no turn): raise :class:`Overloaded` when the engine queue alone would eat the
+        whole budget."""
         if self.front is None:
             return
         wait = self.front.estimated_wait_ms()
         if wait > budget_ms:
             self.metrics.rejected.inc()
-            raise Overloaded(wait)
+            raise Overloaded(wait, budget_ms)
 
     # ------------------------------------------------------------------------------------------ turns
-    def run_turn(self, app: str, session: SessionState, text: str | None, budget_ms: float,
+    def run_turn(self, app: str, session: SessionState, text: str | None, budget_ms: float | Budget,
                  constraints: dict[str, Any] | None = None) -> TurnResult:
-        """One turn (blocking: call from a worker thread). Records metrics; does not save the session."""
-        served = self.app(app)
-        budget = Budget(budget_ms, max_steps=served.spec.max_steps)
-        result = served.loop.run_turn(session, text, budget=budget, constraints=constraints)
-        self.metrics.observe_turn(app, result.latency_ms / 1000.0, degraded_reason=result.reason if result.degraded
-                                  else None, grounding_failures=result.grounding_failures,
-                                  tokens=result.output_tokens, within_budget=result.latency_ms <= budget_ms)
+        """One turn, recorded in the metrics (blocking). Does not save the session."""
+        budget = budget_ms if isinstance(budget_ms, Budget) else self.new_budget(app, budget_ms)
+        result = self.model_turn(app, session, text, budget, constraints)
+        self.record_turn(app, result, budget.elapsed_ms(), budget.budget_ms)
         return result
 
-    def fallback_turn(self, app: str, session: SessionState, reason: str, budget_ms: float,
+    def model_turn(self, app: str, session: SessionState, text: str | None, budget: Budget,
+                   constraints: dict[str, Any] | None = None) -> TurnResult:
+        """One turn through the agent loop (blocking: call from a worker thread); records nothing."""
+        return self.app(app).loop.run_turn(session, text, budget=budget, constraints=constraints)
+
+    def fallback_turn(self, app: str, session: SessionState, reason: str, budget: Budget,
                       constraints: dict[str, Any] | None = None) -> TurnResult:
-        """A degraded answer without the model (used when a turn overran its budget plus grace)."""
+        """A degraded answer without the model (a turn cut at its deadline, or refused by admission); records
+        nothing. ``latency_ms`` is the real time since the request arrived."""
         served = self.app(app)
         from harness.agent import TurnContext
 
         ctx = TurnContext(app=served.spec, session=session, constraints={**session.constraints, **(constraints or {})},
-                          budget=Budget(max(budget_ms, 1.0)), model=None)
+                          budget=budget, model=None)
         final = served.loop.fallback(ctx, reason)
-        self.metrics.observe_turn(app, budget_ms / 1000.0, degraded_reason=reason, grounding_failures=0, tokens=0,
-                                  within_budget=False)
-        return TurnResult(final=final, degraded=True, reason=reason, latency_ms=budget_ms)
+        return TurnResult(final=final, degraded=True, reason=reason, latency_ms=budget.elapsed_ms())
+
+    def record_turn(self, app: str, result: TurnResult, latency_ms: float, budget_ms: float) -> None:
+        """Count one answered turn in the metrics: its real wall time, whether it met its budget, why degraded."""
+        self.metrics.observe_turn(app, latency_ms / 1000.0, degraded_reason=result.reason if result.degraded
+                                  else None, grounding_failures=result.grounding_failures,
+                                  tokens=result.output_tokens, within_budget=latency_ms <= budget_ms)
 
     def ready(self) -> bool:
         return self.front is None or self.front.alive

@@ -114,7 +114,8 @@ class ScriptedEngine:
     a parse error, a slow model); everything around it is real.
 
     Each request gets the next reply (``cycle=True``: the replies repeat), either a text or a list of
-    token-id rows (one completion per row, as beam search returns). ``delay_s`` is slept per request.
+    token-id rows (one completion per row, as beam search returns). ``delay_s`` is slept per request, cut
+    short when the request is aborted (deadline or cancel), which then ends with finish ``"abort"``.
     Thread-safe. The tokenizer is a word-level one with the real chat template unless one is given.
     """
 
@@ -122,6 +123,7 @@ class ScriptedEngine:
                  delay_s: float = 0.0, *, tokenizer: Any = None, cycle: bool = False) -> None:
         self.replies, self.cycle, self.delay_s = list(replies), cycle, delay_s
         self.calls: list[GenerationRequest] = []
+        self.aborted: list[GenerationRequest] = []  # requests stopped by their deadline or cancel event
         self._tps = tokens_per_second
         self._tok = tokenizer if tokenizer is not None else word_tokenizer()
         self._lock = threading.Lock()
@@ -143,13 +145,26 @@ class ScriptedEngine:
         for req in requests:
             reply = self._next(req)
             if self.delay_s:
-                time.sleep(self.delay_s)
+                self._wait(req)
+            if req.aborted():  # as a real engine: a cancelled or late request stops, finish "abort"
+                with self._lock:
+                    self.aborted.append(req)
+                out.append([Completion(request_id=req.request_id, index=0, token_ids=[], text="", logprobs=[],
+                                       finish_reason="abort", prompt_tokens=len(req.prompt), latency_ms=1.0,
+                                       weights_version=0)])
+                continue
             rows = ([(r, "") for r in reply] if isinstance(reply, list)
                     else [(list(range(4, 4 + max(1, len(reply.split())))), reply)])
             out.append([Completion(request_id=req.request_id, index=k, token_ids=ids, text=text,
                                    logprobs=[-1.0] * len(ids), finish_reason="eos", prompt_tokens=len(req.prompt),
                                    latency_ms=1.0, weights_version=0) for k, (ids, text) in enumerate(rows)])
         return out
+
+    def _wait(self, req: GenerationRequest) -> None:
+        """Sleep ``delay_s``, in 5 ms steps that stop once the request is aborted."""
+        end = time.monotonic() + self.delay_s
+        while (left := end - time.monotonic()) > 0 and not req.aborted():
+            time.sleep(min(0.005, left))
 
     def update_weights(self, state_dict: Mapping[str, torch.Tensor], version: int) -> None:
         return None

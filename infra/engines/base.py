@@ -314,7 +314,7 @@ class SpeedProfile:
         return next((b for b in ROW_BUCKETS if rows <= b), ROW_BUCKETS[-1])
 
     def add(self, rows: int, prefill_ms: float, steps: int = 0, decode_ms: float = 0.0) -> None:
-        """One call: ``rows`` sequences, ``prefill_ms`` until the first token, ``steps`` later tokens in ``decode_ms``."""
+        """One call: ``rows`` sequences, ``prefill_ms`` to the first token, ``steps`` more tokens in ``decode_ms``."""
         if rows < 1 or prefill_ms < 0:
             return
         b, a = self.bucket(rows), self.alpha
@@ -357,3 +357,21 @@ class Measured(Protocol):
 
     @property
     def speed(self) -> SpeedProfile: ...
+
+
+@runtime_checkable
+class Forecasting(Protocol):
+    """An engine front that knows its queue (serving's batcher): the wait before a call sent now would start,
+    and that call's expected cost at the batch size it would run in."""
+
+    def forecast(self) -> tuple[float, CallCost | None]: ...
+
+
+def forecast(engine: Any) -> tuple[float, CallCost | None]:
+    """``(wait_ms, cost)`` of a call sent to ``engine`` now: its own forecast, or no wait and the measured cost
+    of a one-row call, or ``(0, None)`` for an engine that measures nothing."""
+    if isinstance(engine, Forecasting):
+        return engine.forecast()
+    if isinstance(engine, Measured):
+        return 0.0, engine.speed.cost(1)
+    return 0.0, None

@@ -40,7 +40,7 @@ MODELS = ["sidekick", "sidekick:shopping", "sidekick:livestream", "sidekick:trav
 @pytest.fixture(scope="module")
 def fuzz_url(tiny_agent: Path, worlds: dict[str, Path]) -> Iterator[str]:
     """One live server for the module: the tiny agent, the three apps, an admin key, 8 tokens per model call."""
-    config = ServeConfig(api_key=API_KEY, max_new_tokens=MAX_NEW_TOKENS, timeout_grace_ms=1000, worker_threads=4)
+    config = ServeConfig(api_key=API_KEY, max_new_tokens=MAX_NEW_TOKENS, worker_threads=4)
     server = build_server(tiny_agent, [worlds[a] for a in ("shopping", "livestream", "travel")], config)
     with BackgroundServer(create_app(server)) as url:
         yield url
@@ -109,7 +109,7 @@ def _record(recorder: Any, out: FuzzOutcome) -> None:
         for check in checks:
             if check.failure_info is not None:
                 info = check.failure_info
-                out.failures.append(f"{recorder.label}: {check.name}: {info.failure.title}\n{info.code_sample}")
+                out.failures.append(f"{recorder.label}: {check.name}: {info.failure.title}: {str(info.failure.message)[:800]}\n{info.code_sample[:2000]}")
 
 
 def test_fuzzing_the_openapi_schema_finds_no_5xx(fuzz_url: str, worlds: dict[str, Path]) -> None:

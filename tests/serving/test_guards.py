@@ -110,19 +110,28 @@ def test_a_full_queue_answers_503_with_retry_after_at_once(serve_scripted: Calla
             waited_ms = (time.perf_counter() - t0) * 1000
             assert all(f.result() == 201 for f in queued)
     assert refused.status_code == 503 and int(refused.headers["Retry-After"]) >= 1
-    assert "estimated wait" in refused.json()["detail"]
+    assert "exceeds the request's budget" in refused.json()["detail"]
     assert waited_ms < 300  # refused at once, not after the budget ran out
 
 
-def test_a_turn_past_its_budget_answers_from_the_fallback(serve_scripted: Callable[..., tuple[str, AgentServer]]
-                                                          ) -> None:
-    url, _ = serve_scripted(["too late"], delay_s=3.0, timeout_grace_ms=100)
+def test_a_turn_past_its_budget_is_cut_in_the_engine_and_answered_in_time(
+        serve_scripted: Callable[..., tuple[str, AgentServer]]) -> None:
+    url, server = serve_scripted(["too late"], delay_s=3.0)
+    engine = server.front.engine if server.front is not None else None
     with httpx.Client(base_url=url, timeout=30) as client:
         t0 = time.perf_counter()
         body = client.post("/v1/shopping/sessions", json={"message": "hiking boots", "budget_ms": 300}).json()
         elapsed_ms = (time.perf_counter() - t0) * 1000
-    assert body["degraded"] is True and body["reason"] == "timeout" and body["reply"]
-    assert elapsed_ms < 1500, elapsed_ms  # budget + grace + the fallback, not the model's 3 s
+        assert body["degraded"] is True and body["reason"] == "timeout" and body["reply"]
+        assert elapsed_ms < 300 + 50, elapsed_ms  # within its budget, not the model's 3 s
+        end = time.monotonic() + 2
+        while not engine.aborted and time.monotonic() < end:  # type: ignore[union-attr]
+            time.sleep(0.01)
+        assert len(engine.aborted) == 1  # type: ignore[union-attr]  # the cut reached the engine, which stopped
+        metrics = client.get("/metrics").text
+    assert re.search(r"^sidekick_engine_aborted_requests_total 1\.0$", metrics, re.M), metrics
+    assert re.search(r'^sidekick_turns_total\{app="shopping",within_budget="true"\} 1\.0$', metrics, re.M)
+    assert re.search(r'^sidekick_within_budget_ratio\{app="shopping",window="all"\} 1\.0$', metrics, re.M)
 
 
 def test_sessions_are_shared_between_replicas_through_redis(live_server: Callable[..., tuple[str, AgentServer]],
