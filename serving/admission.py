@@ -119,7 +119,7 @@ class Admission:
         return Forecast(predicted_ms=predicted, in_flight=n, capacity_per_s=capacity)
 
     def _capacity(self, now: float) -> float | None:
-        if not self._done:
+        if self._completed < self.min_samples or not self._done:
             return None
         start = now - self.window_s
         busy = sum(max(0.0, e - max(s, start)) for s, e in self._busy)
