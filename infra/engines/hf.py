@@ -18,6 +18,19 @@ as ``cache``. transformers derives position ids from the attention mask (``cumsu
 suffix token sits at the position it has in its unpadded prompt and the results equal uncached ones
 up to float rounding.
 
+KV cache without copies (sampling/greedy, full-attention models): transformers' ``DynamicLayer`` concatenates the
+old and new KV at every decode step, copying ``(B, H, T, D)`` per layer per step, so with long prompts a batch of 32
+cost as much as 32 calls of one (measured: ``aten::cat`` was 76 % of a batch-32 call with 3,300-token prompts). Each
+call gets a cache of :class:`_BufferedLayer` s instead: one buffer per layer with room for the whole call (prompt
+width + ``max_new_tokens``), written in place. Beam search keeps transformers' own cache (it reorders it every step).
+
+Abort, streaming and speed (see :mod:`infra.engines.base`): a request already aborted when its chunk comes up is not
+run (no tokens, finish "abort"); during the call :class:`_Abort` (a stopping criterion: one ``time.monotonic()`` per
+step) cuts the rows of requests cancelled or past their deadline, which keep their tokens so far. Beam search is
+aborted only before its call. ``stream`` sinks get each row's token as :class:`_StepProcessor` chooses it; beams'
+sinks get their completions' tokens after the call. ``speed`` records each call's prefill (input building included,
+until the first logits) and decode-step times by rows.
+
 The engine owns the model: it puts it in eval mode and replaces its generation config by one that
 keeps only the special token ids, so checkpoint sampling defaults never leak into a request.
 
@@ -28,6 +41,7 @@ from __future__ import annotations
 
 import gc
 import inspect
+import logging
 import time
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
@@ -57,6 +71,8 @@ from infra.engines.base import (
     GenerationRequest,
     RowLogitsProcessor,
     SamplingParams,
+    SpeedProfile,
+    TokenSink,
     WeightsMissing,
     eos_ids,
     finish,
@@ -67,6 +83,8 @@ from infra.text_encoder import bf16_supported
 Dtype = Literal["auto", "bf16", "fp32"]
 KV = list[tuple[torch.Tensor, torch.Tensor]]  # per layer: (keys, values), each (batch, kv_heads, T, head_dim)
 PREFIX_ENTRIES = 4  # prefixes the shared-prefix cache keeps (least recently used evicted first)
+
+log = logging.getLogger(__name__)
 
 
 class HFEngine:
@@ -82,6 +100,10 @@ class HFEngine:
     ``prefix_stats`` counts its use: ``hits`` (chunks that reused a stored prefix), ``misses``
     (chunks that computed theirs from scratch), ``reused_tokens`` and ``computed_tokens`` (prefix
     tokens taken from the store vs run through the model for it).
+    ``speed`` is the measured :class:`~infra.engines.base.SpeedProfile` of its model calls.
+    Streaming: a sink gets every token of its completion as chosen, except that a stop string the per-step tail check
+    misses (e.g. one spread over tokens that decode to nothing) is cut only after the call, so a sink may then see a
+    few tokens past the completion's end: consumers stop at the stop string themselves.
     """
 
     def __init__(self, model: PreTrainedModel, tokenizer: Any, *, dtype: Dtype = "auto",
@@ -104,10 +126,14 @@ class HFEngine:
         model.generation_config = GenerationConfig(eos_token_id=self.eos, pad_token_id=self.pad_id, bos_token_id=bos)
         self._version = 0
         self._speed = DecodeSpeed()
+        self._profile = SpeedProfile()
         self._sleep_level = 0  # 0 = awake
         self._shapes: dict[str, torch.Size] = {}  # parameter shapes while discarded by a level-2 sleep
         self._missing: set[int] = set()  # ids of parameters a level-2 sleep discarded and no update refilled
-        self._prefix = _PrefixCache(model, prefix_min_tokens) if prefix_cache and _plain_kv(model) else None
+        plain = _plain_kv(model)
+        # cache layers per call (0: not a plain full-attention cache; generate builds transformers' own)
+        self._kv_layers = len(DynamicCache(config=model.config).layers) if plain else 0
+        self._prefix = _PrefixCache(model, prefix_min_tokens) if prefix_cache and plain else None
         self.prefix_stats: dict[str, int] = (self._prefix.stats if self._prefix is not None else
                                              {"hits": 0, "misses": 0, "reused_tokens": 0, "computed_tokens": 0})
 
@@ -131,6 +157,11 @@ class HFEngine:
         return self._speed.value
 
     @property
+    def speed(self) -> SpeedProfile:
+        """Measured prefill (input building included) and decode-step times of this engine's calls, by rows."""
+        return self._profile
+
+    @property
     def asleep(self) -> bool:
         return self._sleep_level > 0
 
@@ -142,10 +173,23 @@ class HFEngine:
         prompts = [render_prompt(self._tokenizer, r.prompt) for r in requests]
         results: list[list[Completion]] = [[] for _ in requests]
         for chunk in self._plan(requests, prompts):
-            done = self._run_chunk([requests[i] for i in chunk], [prompts[i] for i in chunk])
-            for i, completions in zip(chunk, done, strict=True):
+            now = time.monotonic()
+            live = [i for i in chunk if not requests[i].aborted(now)]
+            for i in chunk:
+                if i not in live:  # aborted before its call: the model never sees it
+                    results[i] = self._aborted(requests[i], prompts[i])
+            if not live:
+                continue
+            done = self._run_chunk([requests[i] for i in live], [prompts[i] for i in live])
+            for i, completions in zip(live, done, strict=True):
                 results[i] = completions
         return results
+
+    def _aborted(self, request: GenerationRequest, prompt: list[int]) -> list[Completion]:
+        """A request aborted before its model call: ``params.n`` completions with no tokens, finish 'abort'."""
+        return [Completion(request_id=request.request_id, index=j, token_ids=[], text="", logprobs=[],
+                           finish_reason="abort", prompt_tokens=len(prompt), latency_ms=0.0,
+                           weights_version=self._version) for j in range(request.params.n)]
 
     def _check_ready(self) -> None:
         if self.asleep:
@@ -178,33 +222,54 @@ class HFEngine:
         # no_grad, not inference_mode: under inference_mode autocast does not cache its bf16 weight casts and
         # re-casts every weight at every step (measured: 26 vs 2.3 ms for a 2048x8192 linear at batch 1)
         with torch.no_grad(), torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.bf16):
-            input_ids, attention_mask, cache = self._inputs(prompts, 1 if beams else params.n, beams)  # (B*n, W)
+            input_ids, attention_mask, cache = self._inputs(prompts, 1 if beams else params.n, beams,
+                                                            longest)  # (B*n, W)
             width = input_ids.shape[1]
-            constraints = _Constraints([r.constraint() if r.constraint else None for r in requests], prompts,
-                                       _rows_per_request(params), width)
+            k = _rows_per_request(params)
+            constraints = _Constraints([r.constraint() if r.constraint else None for r in requests], prompts, k, width)
             stops = _StopStrings(self._tokenizer, params.stop, width) if params.stop and not beams else None
-            step = None if beams else _StepProcessor(params, requests, constraints, self.eos, stops, self.device)
+            # beams: stop strings are cut afterwards, aborts honoured before the call only (HF's beam search would
+            # take a stopped row for a finished hypothesis)
+            abort = None if beams else _Abort.watching(requests, k, width, self.device)
+            step = None if beams else _StepProcessor(params, requests, constraints, self.eos, stops, abort,
+                                                     self.device)
             clock = _Clock()
             procs: list[LogitsProcessor] = [clock, step] if step else [clock, *_beam_processors(params, constraints)]
-            criteria = StoppingCriteriaList([stops] if stops else [])  # beams: stop strings are cut afterwards only
+            criteria: list[StoppingCriteria] = [c for c in (stops, abort) if c is not None]
+            if step is not None and min(r.params.max_new_tokens for r in requests) < longest:
+                criteria.append(_Caps(step.caps, width))  # a row past its own cap leaves the batch
             out = self._model.generate(
                 input_ids=input_ids, attention_mask=attention_mask, cache=cache,
                 generation_config=self._config(params), logits_processor=LogitsProcessorList(procs),
-                stopping_criteria=criteria)
+                stopping_criteria=StoppingCriteriaList(criteria))
         latency_ms = (time.perf_counter() - start) * 1000
-        self._speed.add(clock.calls - 1, clock.last - clock.first)
+        self._record_speed(input_ids.shape[0], start, clock)
         if step is None:
             generated = out.sequences[:, width:]  # (B*n, G)
             logprobs = _beam_logprobs(out.logits, out.beam_indices, generated)  # (B*n, G)
         else:
             generated = out[:, width:]  # (B*n, G)
             logprobs = step.logprobs(generated.shape[1])  # (B*n, G)
-        return self._completions(requests, prompts, generated.tolist(), logprobs.tolist(), latency_ms)
+        completions = self._completions(requests, prompts, generated.tolist(), logprobs.tolist(), latency_ms,
+                                        abort.steps if abort is not None else None)
+        if beams:
+            _replay(requests, completions)
+        return completions
 
-    def _inputs(self, prompts: Sequence[list[int]], n: int, beams: bool
+    def _record_speed(self, rows: int, start: float, clock: _Clock) -> None:
+        """Feed ``tokens_per_second`` and ``speed`` from one call: prefill until the first logits, then decode steps."""
+        if clock.calls == 0:
+            return
+        self._speed.add(clock.calls - 1, clock.last - clock.first)
+        self._profile.add(rows, (clock.first - start) * 1000, clock.calls - 1, (clock.last - clock.first) * 1000)
+
+    def _inputs(self, prompts: Sequence[list[int]], n: int, beams: bool, new_tokens: int
                 ) -> tuple[torch.Tensor, torch.Tensor, DynamicCache | None]:
         """``(input_ids (B*n, W), attention_mask (B*n, W), cache)``: left-padded without a shared prefix; with one
-        ``[prefix][pads][suffix]`` and a fresh cache holding the prefix KV for every row (``n`` rows per prompt)."""
+        ``[prefix][pads][suffix]`` and a cache holding the prefix KV for every row (``n`` rows per prompt).
+
+        The cache is made of :class:`_BufferedLayer` s with room for ``W + new_tokens`` tokens; None (generate builds
+        its own) for beam search and for models whose cache is not plain full attention."""
         prefix = [] if beams or self._prefix is None else _shared_prefix(prompts)
         kv = self._prefix.kv(prefix) if self._prefix is not None and prefix else None
         if kv is None:
@@ -214,11 +279,10 @@ class HFEngine:
         if n > 1:  # we choose the tokens: one row per sample
             input_ids = input_ids.repeat_interleave(n, dim=0)  # (B*n, W)
             attention_mask = attention_mask.repeat_interleave(n, dim=0)
-        if kv is None:
+        if beams or not self._kv_layers:
             return input_ids, attention_mask, None
-        rows = input_ids.shape[0]  # DynamicCache copies (concatenates) what it is given: the stored KV stays as is
-        cache = DynamicCache(ddp_cache_data=[(k.expand(rows, -1, -1, -1), v.expand(rows, -1, -1, -1)) for k, v in kv])
-        return input_ids, attention_mask, cache
+        rows, width = input_ids.shape  # W counts the prefix: the cache ends up holding W + new_tokens - 1 tokens
+        return input_ids, attention_mask, _buffered_cache(self._kv_layers, width + new_tokens, kv, rows)
 
     def _config(self, params: SamplingParams) -> GenerationConfig:
         beams = params.num_beams > 1
@@ -228,7 +292,13 @@ class HFEngine:
             return_dict_in_generate=beams, output_logits=beams)
 
     def _completions(self, requests: Sequence[GenerationRequest], prompts: Sequence[list[int]],
-                     rows: list[list[int]], logprobs: list[list[float]], latency_ms: float) -> list[list[Completion]]:
+                     rows: list[list[int]], logprobs: list[list[float]], latency_ms: float,
+                     aborted_at: Sequence[int | None] | None = None) -> list[list[Completion]]:
+        """Each request's completions from the raw rows; ``aborted_at[r]``: tokens row ``r`` had when it was aborted.
+
+        An aborted row keeps those tokens and finishes 'abort', unless it had ended before (eos, stop string, its own
+        ``max_new_tokens``): then that ending stands.
+        """
         n = requests[0].params.n
         assert len(rows) == len(requests) * n, f"{len(rows)} rows for {len(requests)} requests x n={n}"
         out: list[list[Completion]] = []
@@ -236,8 +306,13 @@ class HFEngine:
             mine = []
             cap = req.params.max_new_tokens  # a chunk runs to its longest request's cap; each row stops at its own
             for j in range(n):
-                ids, text, lps, reason = finish(rows[b * n + j][:cap], logprobs[b * n + j][:cap], self._tokenizer,
-                                                req.params.stop, self.eos)
+                r = b * n + j
+                cut = aborted_at[r] if aborted_at is not None else None
+                end = cap if cut is None else min(cap, cut)  # past an abort a row holds only padding
+                ids, text, lps, reason = finish(rows[r][:end], logprobs[r][:end], self._tokenizer, req.params.stop,
+                                                self.eos)
+                if reason == "length" and end < cap:
+                    reason = "abort"
                 mine.append(Completion(request_id=req.request_id, index=j, token_ids=ids, text=text, logprobs=lps,
                                        finish_reason=reason, prompt_tokens=len(prompt), latency_ms=latency_ms,
                                        weights_version=self._version))
@@ -496,18 +571,23 @@ def _beam_processors(params: SamplingParams, constraints: _Constraints) -> list[
 
 
 class _StepProcessor(LogitsProcessor):
-    """Chooses every row's next token (greedy or sampled) and records its raw log-prob.
+    """Chooses every row's next token (greedy or sampled), records its raw log-prob and streams it.
 
     Order per step: raw log-probs; repetition penalty; constraints; then greedy argmax, or
     temperature, top-k, top-p and a draw from the request's own generator. It returns scores that
     are -inf everywhere but 0 at the chosen token, so transformers' greedy argmax takes that token.
+    Rows still live (no eos, stop string or abort yet, under their request's ``max_new_tokens``) hand
+    their token to their request's ``stream`` sink; a sink that raises is logged once and dropped.
     """
 
     def __init__(self, params: SamplingParams, requests: Sequence[GenerationRequest], constraints: _Constraints,
-                 eos: Sequence[int], stops: _StopStrings | None, device: torch.device) -> None:
-        self.params, self.constraints, self.n, self.stops = params, constraints, params.n, stops
+                 eos: Sequence[int], stops: _StopStrings | None, abort: _Abort | None, device: torch.device) -> None:
+        self.params, self.constraints, self.n, self.stops, self.abort = params, constraints, params.n, stops, abort
         self.eos = torch.tensor(list(eos), device=device)
         self.request_ids = [r.request_id for r in requests]
+        self.caps = torch.tensor([r.params.max_new_tokens for r in requests],
+                                 device=device).repeat_interleave(self.n)  # (R,) each row's own token cap
+        self.sinks: list[TokenSink | None] = [r.stream for r in requests]
         self.penalty = (RepetitionPenaltyLogitsProcessor(params.repetition_penalty)
                         if params.repetition_penalty != 1.0 else None)
         self.warpers: list[LogitsProcessor] = []
@@ -535,16 +615,33 @@ class _StepProcessor(LogitsProcessor):
         processed = processed.masked_fill(~live[:, None], 0.0)  # keep finished rows finite; HF pads them anyway
         chosen = self._choose(input_ids, processed)  # (R,)
         self._steps.append(raw_logp.gather(1, chosen[:, None])[:, 0])
+        if any(sink is not None for sink in self.sinks):
+            self._stream(chosen, live)
         onehot = torch.full_like(scores, float("-inf"))  # (R, V)
         return onehot.scatter_(1, chosen[:, None], 0.0)  # type: ignore[return-value]
 
     def _live(self, input_ids: torch.Tensor) -> torch.Tensor:
-        """(R,) bool: no eos generated yet and no stop string seen."""
-        width = self.constraints.width
-        live = ~torch.isin(input_ids[:, width:], self.eos).any(dim=-1)  # (R,)
+        """(R,) bool: no eos generated yet, no stop string seen, not aborted, under its request's token cap."""
+        generated = input_ids[:, self.constraints.width:]  # (R, t)
+        live = ~torch.isin(generated, self.eos).any(dim=-1) & (self.caps > generated.shape[1])  # (R,)
         if self.stops is not None and self.stops.done is not None:
             live &= ~self.stops.done
+        if self.abort is not None:
+            live &= ~self.abort.done
         return live
+
+    def _stream(self, chosen: torch.Tensor, live: torch.Tensor) -> None:
+        """Hand each live row's token to its request's sink as ``(index within the request, token id)``."""
+        # chosen (R,) token ids, live (R,) bool; finished rows only get padding: not streamed
+        tokens, alive = chosen.tolist(), live.tolist()
+        for b, sink in enumerate(self.sinks):
+            if sink is None:
+                continue
+            for j in range(self.n):
+                r = b * self.n + j
+                if alive[r] and not _send(sink, j, int(tokens[r]), self.request_ids[b]):
+                    self.sinks[b] = None
+                    break
 
     def _choose(self, input_ids: torch.LongTensor, scores: torch.Tensor) -> torch.Tensor:
         if self.params.greedy:
@@ -564,6 +661,188 @@ class _StepProcessor(LogitsProcessor):
         if steps == 0:
             return torch.zeros((0, 0))
         return torch.stack(self._steps[:steps], dim=1).cpu()
+
+
+def _send(sink: TokenSink, index: int, token: int, request_id: str) -> bool:
+    """``sink(index, token)``; False after logging if the sink raised (the caller then stops calling it)."""
+    try:
+        sink(index, token)
+    except Exception:  # a consumer's bug must not break the batch it shares with others
+        log.exception("the stream sink of request %s raised; it gets no more tokens", request_id)
+        return False
+    return True
+
+
+def _replay(requests: Sequence[GenerationRequest], completions: Sequence[Sequence[Completion]]) -> None:
+    """Stream finished completions token by token, in order (beam search: tokens are final only after the call)."""
+    for request, mine in zip(requests, completions, strict=True):
+        sink = request.stream
+        if sink is not None:
+            all(_send(sink, c.index, t, request.request_id) for c in mine for t in c.token_ids)  # stops at a failure
+
+
+class _Abort(StoppingCriteria):
+    """Stops the rows of requests cancelled or past their deadline, and records how many tokens each row had then.
+
+    Called by generate after every step: one ``time.monotonic()`` and one ``aborted(now)`` per request still
+    watched. ``steps[r]``: the generated length of row ``r`` when its request was aborted (None: never). A row that
+    had already ended (eos, stop string, its cap) keeps that ending: it lies within those tokens.
+    """
+
+    def __init__(self, requests: Sequence[GenerationRequest], k: int, prompt_width: int, device: torch.device) -> None:
+        self.requests, self.k, self.width = list(requests), k, prompt_width
+        self.watched = [b for b, r in enumerate(requests) if r.deadline is not None or r.cancel is not None]
+        self.steps: list[int | None] = [None] * (len(requests) * k)
+        self.done = torch.zeros(len(requests) * k, dtype=torch.bool, device=device)  # (R,) rows cut by abort
+
+    @classmethod
+    def watching(cls, requests: Sequence[GenerationRequest], k: int, prompt_width: int, device: torch.device
+                 ) -> _Abort | None:
+        """The criterion for these requests (``k`` consecutive rows each), or None when none can be aborted."""
+        if all(r.deadline is None and r.cancel is None for r in requests):
+            return None
+        return cls(requests, k, prompt_width, device)
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor, **kwargs: Any) -> torch.BoolTensor:
+        # input_ids (R, P + t)
+        new = torch.zeros_like(self.done)  # (R,)
+        if self.watched:
+            now = time.monotonic()
+            hit = [b for b in self.watched if self.requests[b].aborted(now)]
+            if hit:
+                t = input_ids.shape[1] - self.width
+                for b in hit:
+                    new[b * self.k:(b + 1) * self.k] = True
+                    for r in range(b * self.k, (b + 1) * self.k):
+                        self.steps[r] = t
+                self.watched = [b for b in self.watched if b not in hit]
+                self.done |= new
+        return new  # type: ignore[return-value]
+
+
+class _Caps(StoppingCriteria):
+    """Stops each row at its own request's ``max_new_tokens`` (a chunk runs to its longest request's cap)."""
+
+    def __init__(self, caps: torch.Tensor, prompt_width: int) -> None:
+        self.caps, self.width = caps, prompt_width  # caps (R,)
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor, **kwargs: Any) -> torch.BoolTensor:
+        return self.caps <= input_ids.shape[1] - self.width  # type: ignore[return-value]
+
+
+class _BufferedLayer(DynamicLayer):
+    """A full-attention cache layer that writes each update in place into a buffer with room for the whole call.
+
+    transformers' ``DynamicLayer`` concatenates old and new KV at every step, copying ``(B, H, T, D)`` per layer per
+    step. Here ``keys``/``values`` are views ``buffer[:, :, :length]`` of buffers allocated once with room for
+    ``capacity`` tokens; a buffer that fills up doubles. The views hold the same values a ``DynamicLayer`` would.
+    Operations that replace ``keys``/``values`` (crop, batch selection, beam reordering) copy the result back into a
+    buffer, so the layer stays consistent if generate uses them.
+    """
+
+    def __init__(self, capacity: int) -> None:
+        super().__init__()
+        self.capacity = max(1, capacity)
+        self.length = 0
+        self._key_buf: torch.Tensor | None = None  # (B, H, C, D)
+        self._value_buf: torch.Tensor | None = None  # (B, H, C, Dv)
+
+    def lazy_initialization(self, key_states: torch.Tensor, value_states: torch.Tensor) -> None:
+        # key_states (B, H, T, D), value_states (B, H, T, Dv): they set the buffers' batch, heads, dtype and device
+        self.device = key_states.device
+        self._allocate(key_states, value_states, max(self.capacity, key_states.shape[-2]))
+        self.length = 0
+        self._expose()
+        self.is_initialized = True
+
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any, **kwargs: Any
+               ) -> tuple[torch.Tensor, torch.Tensor]:
+        # the signature is DynamicLayer's: the model's attention kwargs come through it and a full-attention layer
+        # needs none of them. key_states (B, H, t, D), value_states (B, H, t, Dv)
+        if not self.is_initialized or self.length == 0:  # (re)start: the first states fix batch, dtype, device
+            self.lazy_initialization(key_states, value_states)
+        assert self._key_buf is not None and self._value_buf is not None
+        end = self.length + key_states.shape[-2]
+        if end > self._key_buf.shape[-2]:
+            self._grow(end)
+            assert self._key_buf is not None and self._value_buf is not None
+        self._key_buf[:, :, self.length:end].copy_(key_states)
+        self._value_buf[:, :, self.length:end].copy_(value_states)
+        self.length = end
+        self._expose()
+        assert self.keys is not None and self.values is not None
+        return self.keys, self.values
+
+    def get_seq_length(self) -> int:
+        return self.length if self.is_initialized else 0
+
+    def reset(self) -> None:
+        super().reset()
+        self._key_buf = self._value_buf = None
+        self.length = 0
+
+    def crop(self, tokens_to_remove: int) -> None:
+        super().crop(tokens_to_remove)  # slices the views: they stay prefixes of the buffers
+        if self.is_initialized and self.keys is not None:
+            self.length = self.keys.shape[-2]
+
+    def batch_repeat_interleave(self, repeats: int) -> None:
+        super().batch_repeat_interleave(repeats)
+        self._rebuffer()
+
+    def batch_select_indices(self, indices: torch.Tensor) -> None:
+        super().batch_select_indices(indices)
+        self._rebuffer()
+
+    def reorder_cache(self, beam_idx: torch.LongTensor) -> None:
+        super().reorder_cache(beam_idx)
+        self._rebuffer()
+
+    def _allocate(self, keys: torch.Tensor, values: torch.Tensor, room: int) -> None:
+        """Fresh buffers shaped like ``keys``/``values`` but ``room`` tokens long (contents undefined)."""
+        self._key_buf = keys.new_empty((keys.shape[0], keys.shape[1], room, keys.shape[3]))  # (B, H, room, D)
+        self._value_buf = values.new_empty((values.shape[0], values.shape[1], room, values.shape[3]))
+
+    def _grow(self, needed: int) -> None:
+        """Double the buffers (at least to ``needed`` tokens), keeping their first ``length`` tokens."""
+        assert self._key_buf is not None and self._value_buf is not None
+        old_keys, old_values = self._key_buf, self._value_buf
+        self._allocate(old_keys, old_values, max(needed, 2 * old_keys.shape[-2]))
+        assert self._key_buf is not None and self._value_buf is not None
+        self._key_buf[:, :, :self.length].copy_(old_keys[:, :, :self.length])
+        self._value_buf[:, :, :self.length].copy_(old_values[:, :, :self.length])
+
+    def _rebuffer(self) -> None:
+        """After ``keys``/``values`` were replaced by new tensors: copy them into fresh buffers of the same room."""
+        if self._key_buf is None or self.keys is None or self.values is None or self.keys.data_ptr() == \
+                self._key_buf.data_ptr():
+            return
+        keys, values = self.keys, self.values
+        self._allocate(keys, values, max(self._key_buf.shape[-2], keys.shape[-2]))
+        assert self._key_buf is not None and self._value_buf is not None
+        self.length = keys.shape[-2]
+        self._key_buf[:, :, :self.length].copy_(keys)
+        self._value_buf[:, :, :self.length].copy_(values)
+        self._expose()
+
+    def _expose(self) -> None:
+        assert self._key_buf is not None and self._value_buf is not None
+        self.keys = self._key_buf[:, :, :self.length]  # (B, H, length, D) a view
+        self.values = self._value_buf[:, :, :self.length]
+
+
+def _buffered_cache(layers: int, capacity: int, kv: KV | None, rows: int) -> DynamicCache:
+    """A cache of ``layers`` :class:`_BufferedLayer` s with room for ``capacity`` tokens; holding ``kv`` (batch 1)
+    repeated to ``rows`` rows when given."""
+    buffered = [_BufferedLayer(capacity) for _ in range(layers)]
+    if kv is not None:
+        assert len(kv) == layers, f"{len(kv)} prefix KV layers for a {layers}-layer cache"
+        for layer, (k, v) in zip(buffered, kv, strict=True):
+            layer.update(k.expand(rows, -1, -1, -1), v.expand(rows, -1, -1, -1))  # (rows, H, P, D) copied in once
+    cache = DynamicCache()
+    cache.layers = list(buffered)
+    cache.layer_class_to_replicate = None  # every layer is here: none is added lazily
+    return cache
 
 
 def _generator(seed: int | None, device: torch.device) -> torch.Generator:

@@ -28,12 +28,20 @@ a GPU machine is its check. How each part maps onto vLLM (V1 engine, the default
   Level 1 offloads weights to host memory and drops the KV cache; level 2 discards the weights, and
   ``generate`` raises :class:`~infra.engines.base.WeightsMissing` until ``update_weights`` is called
   (vLLM cannot tell us which tensors were sent: the first update after the wake must be complete).
+* **abort, streaming** — ``LLM.generate`` runs a batch to the end and returns it whole: requests already aborted
+  when ``generate`` is called are dropped (no tokens, finish ``"abort"``), and ``stream`` sinks get each completion's
+  tokens in order after the call. Cutting rows mid-call and streaming live need vLLM's ``AsyncLLMEngine`` (abort by
+  request id, outputs as they come), which this engine does not use.
+* **speed** — ``LLM.generate`` gives no per-step timing here, so ``speed`` gets coarse numbers: a call of ``T`` ms
+  whose longest completion has ``G`` tokens counts as a prefill of ``T / G`` and ``G - 1`` decode steps of ``T / G``
+  each (its cost for ``G`` tokens is ``T``; the prefill of long prompts is underestimated, their steps overestimated).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
+import logging
 import os
 import time
 import uuid
@@ -52,6 +60,8 @@ from infra.engines.base import (
     LogitsConstraint,
     RowLogitsProcessor,
     SamplingParams,
+    SpeedProfile,
+    TokenSink,
     WeightsMissing,
     eos_ids,
     finish,
@@ -63,6 +73,8 @@ _EXTRA_KEY = "sidekick_constraint"
 _FACTORIES: dict[str, LogitsConstraint] = {}
 """Constraint factories of the requests in flight, by the key in their ``extra_args`` (one process)."""
 _DTYPES = {"auto": "auto", "bf16": "bfloat16", "fp32": "float32"}
+
+log = logging.getLogger(__name__)
 
 
 def _import_vllm() -> Any:
@@ -128,6 +140,7 @@ class VllmEngine:
         self.eos = eos_ids(_generation_eos(model), self._tokenizer)
         self._version = 0
         self._speed = DecodeSpeed()
+        self._profile = SpeedProfile()
         self._sleep_level = 0
         self._missing = False
 
@@ -145,26 +158,49 @@ class VllmEngine:
         return self._speed.value
 
     @property
+    def speed(self) -> SpeedProfile:
+        """Coarse call costs by rows: each call's wall time spread evenly over its longest completion's tokens."""
+        return self._profile
+
+    @property
     def asleep(self) -> bool:
         return self._sleep_level > 0
 
     def generate(self, requests: Sequence[GenerationRequest]) -> list[list[Completion]]:
-        """One list of ``params.n`` completions per request; sampled requests go to vLLM in one call."""
+        """One list of ``params.n`` completions per request; sampled requests go to vLLM in one call.
+
+        Requests already aborted (cancelled or past their deadline) are not sent: ``n`` empty completions, finish
+        'abort'. Stream sinks get their completions' tokens after the call.
+        """
         if self.asleep:
             raise EngineAsleep(f"the engine is asleep (level {self._sleep_level}); call wake() first")
         if self._missing:
             raise WeightsMissing("the weights were discarded by sleep(level=2); call update_weights first")
         prompts = [render_prompt(self._tokenizer, r.prompt) for r in requests]
         results: list[list[Completion]] = [[] for _ in requests]
-        sampled = [i for i, r in enumerate(requests) if r.params.num_beams == 1]
+        now = time.monotonic()
+        live = [i for i, r in enumerate(requests) if not r.aborted(now)]
+        for i, r in enumerate(requests):
+            if i not in live:
+                results[i] = _aborted(r, len(prompts[i]), self._version)
+        sampled = [i for i in live if requests[i].params.num_beams == 1]
         if sampled:
             for i, completions in zip(sampled, self._sample([requests[i] for i in sampled],
                                                             [prompts[i] for i in sampled]), strict=True):
                 results[i] = completions
-        for i, r in enumerate(requests):
-            if r.params.num_beams > 1:
-                results[i] = self._beam(r, prompts[i])
+        for i in live:
+            if requests[i].params.num_beams > 1:
+                results[i] = self._beam(requests[i], prompts[i])
+        for i in live:
+            _replay(requests[i], results[i])
         return results
+
+    def _record_speed(self, rows: int, seconds: float, tokens: int) -> None:
+        """Feed ``tokens_per_second`` and ``speed``: a call of ``seconds`` whose longest completion has ``tokens``."""
+        self._speed.add(tokens, seconds)
+        if tokens > 0:
+            per_token_ms = seconds * 1000 / tokens
+            self._profile.add(rows, per_token_ms, tokens - 1, per_token_ms * (tokens - 1))
 
     def _sample(self, requests: Sequence[GenerationRequest], prompts: Sequence[list[int]]) -> list[list[Completion]]:
         keys: list[str] = []
@@ -182,7 +218,8 @@ class VllmEngine:
         finally:
             for key in keys:
                 _FACTORIES.pop(key, None)
-        self._speed.add(max((len(o.token_ids) for out in outputs for o in out.outputs), default=0), seconds)
+        self._record_speed(sum(r.params.n for r in requests), seconds,
+                           max((len(o.token_ids) for out in outputs for o in out.outputs), default=0))
         return [[self._completion(r, len(p), j, o, seconds) for j, o in enumerate(out.outputs)]
                 for r, p, out in zip(requests, prompts, outputs, strict=True)]
 
@@ -225,6 +262,8 @@ class VllmEngine:
         start = time.perf_counter()
         [out] = self._llm.beam_search([{"prompt_token_ids": prompt}], beam_params)
         seconds = time.perf_counter() - start
+        self._record_speed(p.num_beams, seconds, max((len(seq.tokens) - len(prompt) for seq in out.sequences),
+                                                     default=0))
         completions = []
         for j, seq in enumerate(out.sequences[:p.n]):
             generated = [int(t) for t in seq.tokens[len(prompt):]]
@@ -261,6 +300,29 @@ class VllmEngine:
             self._llm.reset_prefix_cache()
             self._missing = self._sleep_level == 2
             self._sleep_level = 0
+
+
+def _aborted(request: GenerationRequest, prompt_tokens: int, version: int) -> list[Completion]:
+    """A request aborted before the call: ``params.n`` completions with no tokens, finish 'abort'."""
+    return [Completion(request_id=request.request_id, index=j, token_ids=[], text="", logprobs=[],
+                       finish_reason="abort", prompt_tokens=prompt_tokens, latency_ms=0.0, weights_version=version)
+            for j in range(request.params.n)]
+
+
+def _replay(request: GenerationRequest, completions: Sequence[Completion]) -> None:
+    """Send each completion's tokens to the request's sink, in order; a sink that raises is logged and dropped."""
+    if request.stream is not None:
+        all(_send(request.stream, c.index, t, request.request_id) for c in completions for t in c.token_ids)
+
+
+def _send(sink: TokenSink, index: int, token: int, request_id: str) -> bool:
+    """``sink(index, token)``; False after logging if the sink raised (the caller then stops calling it)."""
+    try:
+        sink(index, token)
+    except Exception:  # a consumer's bug must not break the batch it shares with others
+        log.exception("the stream sink of request %s raised; it gets no more tokens", request_id)
+        return False
+    return True
 
 
 def _generation_eos(model: str) -> int | list[int] | None:
