@@ -11,10 +11,15 @@ be built against the API before any model is trained.
 
 from __future__ import annotations
 
+import gc
 import json
 import logging
+import os
+import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+
+import torch
 
 import apps
 from harness.agent import ModelAccess, SidResources
@@ -74,13 +79,24 @@ def build_server(agent_dir: Path | None, worlds: Sequence[Path], config: ServeCo
     if not worlds:
         raise ServeSetupError("nothing to serve: pass an agent directory and/or --world DIR")
     envs = load_apps(worlds)
+    set_threads(config)
     model = _load_model(Path(agent_dir), envs, config) if agent_dir is not None else None
     server = AgentServer({name: env.spec for name, env in envs.items()}, model, config)
     if agent_dir is not None and server.front is not None:
         front = server.front
         server.reload = lambda: reload_weights(Path(agent_dir), front)
     log.info("serving %s with %s", ", ".join(envs), agent_dir or "no model (fallback only)")
+    gc.collect()
+    gc.freeze()  # the catalogs, model and indexes are long-lived: a full collection never walks them again
     return server
+
+
+def set_threads(config: ServeConfig) -> None:
+    """Torch's intra-op threads and Python's thread switch interval, for this process (see ServeConfig)."""
+    threads = config.torch_threads or max(1, (os.cpu_count() or 1) - 1)
+    torch.set_num_threads(threads)
+    sys.setswitchinterval(config.switch_interval_ms / 1000.0)
+    log.info("torch threads %d, thread switch interval %.1f ms", threads, config.switch_interval_ms)
 
 
 def _load_model(agent_dir: Path, envs: dict[str, AppEnv], config: ServeConfig) -> ModelAccess:

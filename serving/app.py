@@ -681,12 +681,22 @@ def _errors(app: FastAPI) -> None:
     app.add_exception_handler(EngineError, handler(503))
 
 
+async def _watch_loop_lag(server: AgentServer, every_s: float = 0.05) -> None:
+    """Measure, forever, how late the event loop wakes from a short sleep (``sidekick_event_loop_lag_seconds``)."""
+    while True:
+        t0 = time.monotonic()
+        await asyncio.sleep(every_s)
+        server.metrics.loop_lag.observe(max(0.0, time.monotonic() - t0 - every_s))
+
+
 def create_app(server: AgentServer) -> FastAPI:
     """The ASGI app over one :class:`AgentServer` (closed when the app shuts down)."""
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        monitor = asyncio.ensure_future(_watch_loop_lag(server))
         yield
+        monitor.cancel()
         server.close()
         for pool in ("turn", "fallback"):
             executor = _EXECUTORS.pop((id(server), pool), None)
@@ -700,14 +710,34 @@ def create_app(server: AgentServer) -> FastAPI:
     for router in (*(session_router(name) for name in SESSION_APPS), apps_router, openai_router, ops):
         app.include_router(router)
     app.add_middleware(BodyLimit, limit=server.config.max_body_bytes)
-
-    @app.middleware("http")
-    async def time_requests(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
-        request.state.arrival = t0 = time.monotonic()  # every budget counts from here
-        response = await call_next(request)
-        route = request.scope.get("route")
-        server.metrics.observe_request(getattr(route, "path", "unmatched"), response.status_code,
-                                       time.monotonic() - t0)
-        return response
-
+    app.add_middleware(Timing, metrics=server.metrics)
     return app
+
+
+class Timing:
+    """ASGI middleware (the outermost): stamps the request's arrival, which every budget counts from, and records
+    its wall time by route template and status (plain ASGI: no extra task per request, unlike
+    ``@app.middleware``)."""
+
+    def __init__(self, app: ASGIApp, metrics: Any) -> None:
+        self.app, self.metrics = app, metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        t0 = time.monotonic()
+        scope.setdefault("state", {})["arrival"] = t0
+        status = 500
+
+        async def timed_send(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = int(message["status"])
+            await send(message)
+
+        try:
+            await self.app(scope, receive, timed_send)
+        finally:
+            route = scope.get("route")
+            self.metrics.observe_request(getattr(route, "path", "unmatched"), status, time.monotonic() - t0)

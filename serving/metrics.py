@@ -19,6 +19,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, G
 from serving.batcher import BatchReport
 
 LATENCY_BUCKETS_S = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0)
+LAG_BUCKETS_S = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0)
 BATCH_SIZE_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128)
 RECENT_TURNS = 1000
 UNSPECIFIED = "unspecified"
@@ -61,6 +62,9 @@ class Metrics:
                                    ["app", "window"], namespace=ns, registry=r)
         self.first_token = Histogram("time_to_first_token_seconds", "Streamed chat completions: arrival to the "
                                      "first content chunk.", namespace=ns, buckets=buckets, registry=r)
+        self.loop_lag = Histogram("event_loop_lag_seconds", "How late the event loop woke from a 50 ms sleep: time "
+                                  "every request waits before its handler runs (GIL or CPU contention).",
+                                  namespace=ns, buckets=LAG_BUCKETS_S, registry=r)
         self._recent: dict[str, deque[bool]] = {}
         self._totals: dict[str, list[int]] = {}  # app -> [within, all]
 

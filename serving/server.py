@@ -42,9 +42,15 @@ class ServeConfig(BaseModel):
                                    "the first user message are dropped to fit.")
     max_body_bytes: int = Field(256 * 1024, ge=1024, description="Larger request bodies get 413.")
     worker_threads: int = Field(64, ge=1, description="Turns running at once (the rest queue).")
+    torch_threads: int = Field(0, ge=0, description="Torch intra-op threads of the engine; 0 = every core but one "
+                               "(at least 1): the event loop and the turn threads need a core of their own to answer "
+                               "on time.")
+    switch_interval_ms: float = Field(1.0, gt=0, description="Python's thread switch interval (sys.setswitchinterval): "
+                                      "how long a busy thread may hold the GIL while the event loop waits; Python's "
+                                      "default is 5 ms.")
     fallback_threads: int = Field(4, ge=1, description="Threads that write fallback answers (kept apart from the "
                                   "turns' threads so a cut turn's answer never waits behind them).")
-    answer_reserve_ms: float = Field(40.0, ge=0, description="The end of every budget kept for answering: the model "
+    answer_reserve_ms: float = Field(100.0, ge=0, description="The end of every budget kept for answering: the model "
                                      "must be done by budget - reserve; then the turn is cut and the fallback answers "
                                      "(degraded: timeout), so the reply leaves within the budget.")
     overload: Literal["reject", "degrade"] = Field("reject", description="A turn admission predicts to miss its "
