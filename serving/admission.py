@@ -14,9 +14,10 @@ than the app's own service time (EMA of the latency of turns that had the engine
 Turns cut at their deadline do not count as completions: they used capacity and delivered nothing, so
 when cuts rise ``X`` falls and admission tightens (the feedback that keeps goodput up under overload).
 When nothing was delivered in the window the turns ahead are assumed to run one after another
-(``(n + 1) * service_ms``). An idle engine (``n == 0``) and a server that has completed fewer than
-``min_samples`` turns predict the app's service time alone, so a turn is always tried when nothing
-else runs: admission can never lock itself out.
+(``(n + 1) * service_ms``). A server that has completed fewer than ``min_samples`` turns predicts the
+app's service time alone, and an idle engine (``n == 0``) predicts 0: a turn is always tried when
+nothing else runs, so admission can never lock itself out on a stale service time (one slow first
+turn, say), and the turn's own deadline still bounds it.
 
 Run its tests: ``.venv/bin/python -m pytest tests/serving/test_admission.py -q``
 """
@@ -110,8 +111,10 @@ class Admission:
             self._trim(now)
             n, capacity = self._in_flight, self._capacity(now)
             service = self._service.get(app, 0.0)
-        if n == 0 or self._completed < self.min_samples:
-            predicted = service  # an idle engine, or nothing measured yet: the turn's own service time
+        if n == 0:
+            predicted = 0.0  # an idle engine: always try (a turn too slow is cut; its latency updates the service time)
+        elif self._completed < self.min_samples:
+            predicted = service  # nothing measured yet: the turn's own service time
         elif capacity is not None:
             predicted = max(service, (n + 1) / capacity * 1000.0)
         else:  # busy, but nothing delivered in the window: as if the turns ahead ran one after another

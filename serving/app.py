@@ -25,6 +25,7 @@ from fastapi.encoders import jsonable_encoder
 from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
+from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -232,13 +233,19 @@ def _turn_reply(server: AgentServer, state: SessionState, result: TurnResult | N
                      latency_ms=(time.monotonic() - arrived) * 1000.0)
 
 
+def _json(reply: BaseModel, status: int = 200) -> Response:
+    """A reply model as a JSON response, serialised by pydantic-core (the route's ``response_model`` documents it;
+    FastAPI's own validation and encoding of a returned model cost the event loop several times more)."""
+    return Response(reply.model_dump_json(), status_code=status, media_type="application/json")
+
+
 def session_router(app_name: str) -> APIRouter:
     """``/v1/{app_name}/sessions...``: multi-turn sessions with item cards, for one served app (the REST shape
     DESIGN.md gives shopping); the handlers know the app only as this argument."""
     router = APIRouter(prefix=f"/v1/{app_name}", tags=[app_name])
 
-    @router.post("/sessions", status_code=201, responses=errors(*BODY_ERRORS))
-    async def create_session(body: SessionCreate, server: ServerDep, arrived: ArrivalDep) -> TurnReply:
+    @router.post("/sessions", status_code=201, response_model=TurnReply, responses=errors(*BODY_ERRORS))
+    async def create_session(body: SessionCreate, server: ServerDep, arrived: ArrivalDep) -> Response:
         """Open a session (with optional constraints); with ``message`` the first turn runs at once."""
         server.app(app_name)
         state = SessionState(app=app_name, constraints=body.constraints.as_dict() if body.constraints else {})
@@ -247,10 +254,10 @@ def session_router(app_name: str) -> APIRouter:
             state, result = await run_turn(server, app_name, state, body.message,
                                            server.budget_ms(app_name, body.budget_ms), arrived=arrived)
         server.store.put(state)
-        return _turn_reply(server, state, result, arrived)
+        return _json(_turn_reply(server, state, result, arrived), 201)
 
-    @router.post("/sessions/{session_id}/turns", responses=errors(*BODY_ERRORS))
-    async def create_turn(session_id: str, body: TurnRequest, server: ServerDep, arrived: ArrivalDep) -> TurnReply:
+    @router.post("/sessions/{session_id}/turns", response_model=TurnReply, responses=errors(*BODY_ERRORS))
+    async def create_turn(session_id: str, body: TurnRequest, server: ServerDep, arrived: ArrivalDep) -> Response:
         """One user message -> the agent's reply with item cards."""
         state = _load_session(server, app_name, session_id)
         if body.constraints is not None:
@@ -261,7 +268,7 @@ def session_router(app_name: str) -> APIRouter:
         budget_ms = server.budget_ms(app_name, body.budget_ms)
         state, result = await run_turn(server, app_name, state, body.message, budget_ms, arrived=arrived)
         server.store.put(state)
-        return _turn_reply(server, state, result, arrived)
+        return _json(_turn_reply(server, state, result, arrived))
 
     @router.get("/sessions/{session_id}", responses=errors(404, 422, 503))
     async def read_session(session_id: str, server: ServerDep) -> SessionView:
@@ -286,8 +293,8 @@ SESSION_APPS = ("shopping",)
 apps_router = APIRouter(tags=["livestream", "travel"])
 
 
-@apps_router.post("/v1/livestream/answer", responses=errors(*BODY_ERRORS))
-async def answer_question(body: AnswerRequest, server: ServerDep, arrived: ArrivalDep) -> AnswerReply:
+@apps_router.post("/v1/livestream/answer", response_model=AnswerReply, responses=errors(*BODY_ERRORS))
+async def answer_question(body: AnswerRequest, server: ServerDep, arrived: ArrivalDep) -> Response:
     """A viewer's question about the stream's products, answered under a sub-second default budget."""
     ctx = {k: v for k, v in {"stream_id": body.stream_id, "ts_offset_s": body.ts_offset_s,
                              "item_id": body.item_id}.items() if v is not None}
@@ -295,22 +302,22 @@ async def answer_question(body: AnswerRequest, server: ServerDep, arrived: Arriv
     _, result = await run_turn(server, "livestream", state, body.question,
                                server.budget_ms("livestream", body.budget_ms), arrived=arrived)
     final = result.final
-    return AnswerReply(answer=final.reply, cited_facts=[str(f) for f in final.data.get("cited_facts", [])],
-                       items=_cards(server, "livestream", final.item_ids), degraded=result.degraded,
-                       reason=result.reason if result.degraded else None,
-                       latency_ms=(time.monotonic() - arrived) * 1000.0)
+    return _json(AnswerReply(answer=final.reply, cited_facts=[str(f) for f in final.data.get("cited_facts", [])],
+                             items=_cards(server, "livestream", final.item_ids), degraded=result.degraded,
+                             reason=result.reason if result.degraded else None,
+                             latency_ms=(time.monotonic() - arrived) * 1000.0))
 
 
-@apps_router.post("/v1/travel/plan", responses=errors(*BODY_ERRORS))
-async def plan_trip(body: PlanRequest, server: ServerDep, arrived: ArrivalDep) -> PlanReply:
+@apps_router.post("/v1/travel/plan", response_model=PlanReply, responses=errors(*BODY_ERRORS))
+async def plan_trip(body: PlanRequest, server: ServerDep, arrived: ArrivalDep) -> Response:
     """A trip request -> an itinerary checked for opening hours and travel times."""
     state = SessionState(app="travel", constraints=dict(body.constraints or {}))
     _, result = await run_turn(server, "travel", state, body.request, server.budget_ms("travel", body.budget_ms),
                                arrived=arrived)
     itinerary = result.final.data.get("itinerary")
-    return PlanReply(itinerary=_jsonable(itinerary), reply=result.final.reply, degraded=result.degraded,
-                     reason=result.reason if result.degraded else None,
-                     latency_ms=(time.monotonic() - arrived) * 1000.0)
+    return _json(PlanReply(itinerary=_jsonable(itinerary), reply=result.final.reply, degraded=result.degraded,
+                           reason=result.reason if result.degraded else None,
+                           latency_ms=(time.monotonic() - arrived) * 1000.0))
 
 
 def _jsonable(value: Any) -> dict[str, Any] | None:
@@ -514,7 +521,8 @@ async def _raw_stream(server: AgentServer, body: ChatRequest, deadline: float, a
 
 class _TokenText:
     """Streamed token ids -> the new text since the last call. Text from ``hold`` on (a tool call opening) is
-    never sent as content; text that could still become ``hold`` waits for the next token."""
+    never sent as content; text that could still become ``hold`` waits for the next token, and so do leading
+    and trailing spaces (the final content is stripped)."""
 
     def __init__(self, tokenizer: Any, hold: str | None) -> None:
         self.tokenizer, self.hold = tokenizer, hold
@@ -531,6 +539,7 @@ class _TokenText:
         text = self.tokenizer.decode(self.ids, skip_special_tokens=True)
         if text.endswith("\ufffd"):  # a character split across tokens: wait for its end
             return ""
+        text = text.strip()  # as the parsed final content: spaces go out only once text follows them
         if self.hold is not None:
             at = text.find(self.hold)
             if at >= 0:

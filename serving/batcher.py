@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import queue
 import threading
 import time
@@ -87,11 +88,14 @@ class BatchingEngine:
     ``batching=False``: run each caller's call alone, in arrival order (the no-batching baseline).
     ``ema_alpha``: weight of the newest batch in the moving average of batch latency.
     ``on_batch``: called on the worker after every engine call (e.g. to feed :class:`serving.metrics.Metrics`);
-    its exceptions are logged and ignored.
+    its exceptions are logged and ignored. ``nice``: raise the worker thread's nice value by this much (Linux), so
+    the event loop that answers requests, and any client on the same machine, get the CPU before the model
+    does; 0 = leave it.
     """
 
     def __init__(self, engine: Engine, *, max_batch: int = 32, gather_ms: float = 5.0, batching: bool = True,
-                 ema_alpha: float = 0.2, on_batch: Callable[[BatchReport], None] | None = None) -> None:
+                 ema_alpha: float = 0.2, on_batch: Callable[[BatchReport], None] | None = None,
+                 nice: int = 0) -> None:
         if max_batch < 1:
             raise ValueError(f"max_batch must be >= 1, got {max_batch}")
         if gather_ms < 0:
@@ -99,7 +103,7 @@ class BatchingEngine:
         if not 0.0 < ema_alpha <= 1.0:
             raise ValueError(f"ema_alpha must be in (0, 1], got {ema_alpha}")
         self.engine, self.max_batch, self.gather_s, self.batching = engine, max_batch, gather_ms / 1000, batching
-        self.ema_alpha, self.on_batch = ema_alpha, on_batch
+        self.ema_alpha, self.on_batch, self.nice = ema_alpha, on_batch, nice
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._lock = threading.Lock()  # guards the counters below and _closed
         self._closed = False
@@ -228,6 +232,8 @@ class BatchingEngine:
 
     def _run(self) -> None:
         """Worker loop: take a batch of jobs, run it, repeat until closed; then fail whatever is still queued."""
+        if self.nice:
+            _renice(self.nice)
         jobs: list[_Job] = []
         carry: _Job | None = None
         try:
@@ -370,6 +376,14 @@ class BatchingEngine:
             self._closed = True
             self._waiting = 0
         _fail(jobs, EngineError("the batching engine is closed"))
+
+
+def _renice(nice: int) -> None:
+    """Lower this thread's CPU priority (Linux: a thread is a task with its own nice value)."""
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), nice)
+    except (AttributeError, OSError) as e:  # not Linux, or not allowed
+        log.info("could not renice the engine worker to %d: %s", nice, e)
 
 
 def _aborted(request: GenerationRequest, weights_version: int) -> list[Completion]:

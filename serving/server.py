@@ -48,6 +48,8 @@ class ServeConfig(BaseModel):
     switch_interval_ms: float = Field(1.0, gt=0, description="Python's thread switch interval (sys.setswitchinterval): "
                                       "how long a busy thread may hold the GIL while the event loop waits; Python's "
                                       "default is 5 ms.")
+    engine_nice: int = Field(10, ge=0, le=19, description="Nice value added to the engine worker thread (Linux): "
+                             "the event loop and clients on the same machine get the CPU first; 0 = off.")
     fallback_threads: int = Field(4, ge=1, description="Threads that write fallback answers (kept apart from the "
                                   "turns' threads so a cut turn's answer never waits behind them).")
     answer_reserve_ms: float = Field(100.0, ge=0, description="The end of every budget kept for answering: the model "
@@ -95,7 +97,7 @@ class AgentServer:
         if model is not None:
             self.front = BatchingEngine(model.engine, max_batch=self.config.max_batch,
                                         gather_ms=self.config.gather_ms, batching=self.config.batching,
-                                        on_batch=self.metrics.observe_batch)
+                                        on_batch=self.metrics.observe_batch, nice=self.config.engine_nice)
             self.model = ModelAccess(engine=self.front, tokenizer=model.tokenizer, sid=model.sid)
         self.store = store or self._make_store()
         c = self.config

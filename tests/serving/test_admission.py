@@ -18,14 +18,16 @@ class Clock:
         return self.t
 
 
-def test_nothing_measured_admits_on_the_apps_service_time_alone() -> None:
+def test_an_idle_engine_always_admits_and_before_min_samples_the_service_time_rules() -> None:
     clock = Clock()
-    adm = Admission(min_samples=2, clock=clock)
-    assert adm.forecast("shop").predicted_ms == 0.0  # never ran: no service time yet
+    adm = Admission(min_samples=3, clock=clock)
+    assert adm.forecast("shop").predicted_ms == 0.0  # never ran
     others = adm.start()
-    clock.t += 0.05
-    adm.finish("shop", 50.0, others=others, delivered=True)
-    assert adm.forecast("shop").predicted_ms == 50.0  # one completion < min_samples: the service time
+    clock.t += 2.0
+    adm.finish("shop", 2000.0, others=others, delivered=True)  # one slow first turn
+    assert adm.forecast("shop").predicted_ms == 0.0  # idle: try anyway (no lock-out on a stale service time)
+    adm.start()
+    assert adm.forecast("shop").predicted_ms == 2000.0  # one in flight, 1 completion < min_samples
     assert adm.capacity() is None
 
 
@@ -39,7 +41,7 @@ def test_capacity_is_completions_per_busy_second_and_the_forecast_follows_little
         adm.finish("shop", 100.0, others=others, delivered=True)
         clock.t += 0.9
     assert adm.capacity() == pytest.approx(10.0)
-    assert adm.forecast("shop").predicted_ms == pytest.approx(100.0)  # idle: the service time (EMA of 100s)
+    assert adm.forecast("shop").predicted_ms == 0.0  # idle: always admitted
     for _ in range(5):  # five turns in flight: a sixth waits for (5 + 1) / 10 s
         adm.start()
     forecast = adm.forecast("shop")

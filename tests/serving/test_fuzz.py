@@ -109,7 +109,9 @@ def _record(recorder: Any, out: FuzzOutcome) -> None:
         for check in checks:
             if check.failure_info is not None:
                 info = check.failure_info
-                out.failures.append(f"{recorder.label}: {check.name}: {info.failure.title}: {str(info.failure.message)[:800]}\n{info.code_sample[:2000]}")
+                message = str(info.failure.message)[:800]
+                out.failures.append(f"{recorder.label}: {check.name}: {info.failure.title}: {message}\n"
+                                    f"{info.code_sample[:2000]}")
 
 
 def test_fuzzing_the_openapi_schema_finds_no_5xx(fuzz_url: str, worlds: dict[str, Path]) -> None:
