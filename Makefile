@@ -45,7 +45,7 @@ demo: $(STAMP)
 	@echo "  curl -s localhost:$(DEMO_PORT)/v1/shopping/sessions/SESSION_ID/turns -H 'content-type: application/json' \\"
 	@echo "       -d '{\"message\": \"something cheaper\", \"budget_ms\": 1500}'"
 	@echo "  curl -s localhost:$(DEMO_PORT)/v1/livestream/answer -H 'content-type: application/json' \\"
-	@echo "       -d '{\"question\": \"is this one waterproof?\", \"stream_id\": \"stream-0000\", \"ts_offset_s\": 30}'"
+	@echo "       -d '{\"question\": \"is this one waterproof?\", \"stream_id\": \"stream-0000\", \"ts_offset_s\": 300}'"
 	@echo "  curl -s localhost:$(DEMO_PORT)/v1/travel/plan -H 'content-type: application/json' \\"
 	@echo "       -d '{\"request\": \"a day of museums and a good lunch, Saturday 10:00-18:00\"}'"
 	@echo "  curl -s localhost:$(DEMO_PORT)/v1/chat/completions -H 'content-type: application/json' \\"
