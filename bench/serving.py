@@ -159,19 +159,26 @@ class ServerProcess:
         return {"returncode": self.proc.returncode, "killed": killed, "stop_s": round(time.perf_counter() - t0, 1)}
 
 
-def write_config(work: Path, mode: str, max_batch: int | None) -> Path:
-    """The server's YAML: only ``batching`` (and ``max_batch`` when asked); the rest is ServeConfig's default."""
+def write_config(work: Path, mode: str, max_batch: int | None, settings: Sequence[str] = ()) -> Path:
+    """The server's YAML: ``batching`` (and ``max_batch`` when asked, and ``--set KEY=VALUE`` lines); the rest is
+    ServeConfig's default."""
     path = work / f"serve-{mode}.yaml"
     lines = [f"batching: {'true' if MODES[mode] else 'false'}"]
     if max_batch is not None:
         lines.append(f"max_batch: {max_batch}")
+    for setting in settings:
+        key, sep, value = setting.partition("=")
+        if not sep:
+            raise SystemExit(f"--set {setting!r}: expected KEY=VALUE (a ServeConfig field)")
+        lines.append(f"{key.strip()}: {value.strip()}")
     path.write_text("\n".join(lines) + "\n")
     return path
 
 
-def start_server(agent: Path, world: Path, mode: str, work: Path, max_batch: int | None) -> ServerProcess:
+def start_server(agent: Path, world: Path, mode: str, work: Path, max_batch: int | None,
+                 settings: Sequence[str] = ()) -> ServerProcess:
     """Start ``sidekick serve`` on a free port and wait for ``/readyz``; exit non-zero if it dies or stays unready."""
-    config = write_config(work, mode, max_batch)
+    config = write_config(work, mode, max_batch, settings)
     port = free_port()
     cmd = [sidekick_exe(), "serve", str(agent), "--world", str(world), "--port", str(port), "--config", str(config)]
     out, err = work / f"server-{mode}.out", work / f"server-{mode}.err"
@@ -497,7 +504,7 @@ def summarize_ttft(records: list[ChatRecord], concurrency: int, wall_s: float) -
 def bench_server(mode: str, agent: Path, world: Path, args: argparse.Namespace,
                  messages: list[str]) -> dict[str, Any]:
     """Start one server, warm it up, run every session cell and TTFT cell, stop it; everything it measured."""
-    server = start_server(agent, world, mode, args.work, args.max_batch)
+    server = start_server(agent, world, mode, args.work, args.max_batch, args.set)
     cells: list[dict[str, Any]] = []
     ttft: list[dict[str, Any]] = []
     info: dict[str, Any] = {"mode": mode, "batching": MODES[mode], "url": server.url, "up_s": server.started_s}
@@ -649,6 +656,8 @@ def parse_args() -> argparse.Namespace:
                         help="servers, in order: batching (on) and none (the baseline)")
     parser.add_argument("--max-batch", type=int, default=None, help="max_batch in the server YAML (default: "
                         "ServeConfig's)")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="one more ServeConfig field in both servers' YAML (repeat), e.g. --set gather_ms=0")
     parser.add_argument("--sft-steps", type=int, default=100, help="SFT steps of the default tiny agent")
     parser.add_argument("--work", type=Path, default=ROOT / "runs/bench/serving", help="cached inputs, server "
                         "YAMLs and logs")
