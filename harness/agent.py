@@ -435,7 +435,10 @@ class TurnRun:
         session, result = self.session, self.result
         self.over = True
         final = self.final
-        if final is None:
+        if final is None and self.budget.cancel.is_set():  # the caller cut the turn and answered it already
+            result.degraded, result.reason = True, "timeout"
+            final = Final(reply="")
+        elif final is None:
             reason = result.reason or "step_limit"
             final = self.loop.fallback(self.ctx, reason)
             result.degraded, result.reason = True, reason

@@ -565,7 +565,9 @@ def _fallback_ids(ctx: TurnContext, query: str) -> list[str]:
     """Candidates for the fallback: SID retrieval when the model has SIDs and time is left, else BM25."""
     cons = ctx.constraints
     model = ctx.model
-    if model is not None and model.sid is not None and ctx.budget.remaining_ms() > SID_FALLBACK_MIN_MS:
+    budget = ctx.budget
+    if model is not None and model.sid is not None and not budget.expired() \
+            and budget.remaining_ms() - budget.reserve_ms > SID_FALLBACK_MIN_MS:  # time left before the deadline
         try:
             flt = ItemFilter(in_stock=True, category_prefix=cons.get("category"), price_min=cons.get("price_min"),
                              price_max=cons.get("price_max"))
