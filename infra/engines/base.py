@@ -29,6 +29,7 @@ serving replica can be lent to rollout and back. Definitions that both must agre
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 import uuid
@@ -38,6 +39,8 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 import torch
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+log = logging.getLogger(__name__)
 
 FinishReason = Literal["stop", "length", "eos", "abort"]
 ChatMessage = dict[str, Any]
@@ -76,6 +79,16 @@ LogitsConstraint = Callable[[], RowLogitsProcessor]
 
 TokenSink = Callable[[int, int], None]
 """``stream(index, token_id)``: called by the engine for each token of completion ``index`` as it is chosen."""
+
+
+def send_token(sink: TokenSink, index: int, token: int, request_id: str) -> bool:
+    """``sink(index, token)``; False after logging if the sink raised (the caller then stops calling it)."""
+    try:
+        sink(index, token)
+    except Exception:  # a consumer's bug must not break the batch it shares with others
+        log.exception("the stream sink of request %s raised; it gets no more tokens", request_id)
+        return False
+    return True
 
 
 class SamplingParams(BaseModel):

@@ -77,6 +77,7 @@ from infra.engines.base import (
     eos_ids,
     finish,
     render_prompt,
+    send_token,
 )
 from infra.text_encoder import bf16_supported
 
@@ -639,7 +640,7 @@ class _StepProcessor(LogitsProcessor):
                 continue
             for j in range(self.n):
                 r = b * self.n + j
-                if alive[r] and not _send(sink, j, int(tokens[r]), self.request_ids[b]):
+                if alive[r] and not send_token(sink, j, int(tokens[r]), self.request_ids[b]):
                     self.sinks[b] = None
                     break
 
@@ -663,22 +664,13 @@ class _StepProcessor(LogitsProcessor):
         return torch.stack(self._steps[:steps], dim=1).cpu()
 
 
-def _send(sink: TokenSink, index: int, token: int, request_id: str) -> bool:
-    """``sink(index, token)``; False after logging if the sink raised (the caller then stops calling it)."""
-    try:
-        sink(index, token)
-    except Exception:  # a consumer's bug must not break the batch it shares with others
-        log.exception("the stream sink of request %s raised; it gets no more tokens", request_id)
-        return False
-    return True
-
-
 def _replay(requests: Sequence[GenerationRequest], completions: Sequence[Sequence[Completion]]) -> None:
     """Stream finished completions token by token, in order (beam search: tokens are final only after the call)."""
     for request, mine in zip(requests, completions, strict=True):
         sink = request.stream
         if sink is not None:
-            all(_send(sink, c.index, t, request.request_id) for c in mine for t in c.token_ids)  # stops at a failure
+            all(send_token(sink, c.index, t, request.request_id)  # all() stops at the first failure
+                for c in mine for t in c.token_ids)
 
 
 class _Abort(StoppingCriteria):

@@ -61,11 +61,11 @@ from infra.engines.base import (
     RowLogitsProcessor,
     SamplingParams,
     SpeedProfile,
-    TokenSink,
     WeightsMissing,
     eos_ids,
     finish,
     render_prompt,
+    send_token,
 )
 
 INSTALL_HINT = "pip install 'sidekick[gpu]' on a GPU machine (vLLM is for GPUs; the HF engine is the CPU default)"
@@ -312,17 +312,7 @@ def _aborted(request: GenerationRequest, prompt_tokens: int, version: int) -> li
 def _replay(request: GenerationRequest, completions: Sequence[Completion]) -> None:
     """Send each completion's tokens to the request's sink, in order; a sink that raises is logged and dropped."""
     if request.stream is not None:
-        all(_send(request.stream, c.index, t, request.request_id) for c in completions for t in c.token_ids)
-
-
-def _send(sink: TokenSink, index: int, token: int, request_id: str) -> bool:
-    """``sink(index, token)``; False after logging if the sink raised (the caller then stops calling it)."""
-    try:
-        sink(index, token)
-    except Exception:  # a consumer's bug must not break the batch it shares with others
-        log.exception("the stream sink of request %s raised; it gets no more tokens", request_id)
-        return False
-    return True
+        all(send_token(request.stream, c.index, t, request.request_id) for c in completions for t in c.token_ids)
 
 
 def _generation_eos(model: str) -> int | list[int] | None:

@@ -11,10 +11,10 @@ import time
 from typing import Any
 
 import pytest
-import torch
 
 from infra.engines.base import GenerationRequest, Measured, SamplingParams
 from infra.engines.hf import HFEngine
+from tests.infra.engines.test_hf import EosAfter
 
 GREEDY = SamplingParams(temperature=0, max_new_tokens=6)
 PROMPTS = [[5, 6], [7, 8, 9, 10, 11], [12, 13, 14, 15, 16, 17, 18, 19, 20]]
@@ -35,21 +35,6 @@ class Sink:
 
     def tokens(self, index: int = 0) -> list[int]:
         return [t for i, t in self.got if i == index]
-
-
-class EosAfter:
-    """Force the eos token once ``k`` tokens are out (no eos before)."""
-
-    def __init__(self, k: int) -> None:
-        self.k = k
-
-    def __call__(self, prompt_token_ids: list[int], output_token_ids: list[int], logits: torch.Tensor) -> torch.Tensor:
-        if len(output_token_ids) < self.k:
-            logits[EOS] = float("-inf")
-            return logits
-        forced = torch.full_like(logits, float("-inf"))
-        forced[EOS] = 0.0
-        return forced
 
 
 def count_calls(engine: HFEngine, monkeypatch: pytest.MonkeyPatch) -> list[int]:
