@@ -399,21 +399,25 @@ async def run_ttft_cell(url: str, concurrency: int, seconds: float, messages: li
     """Closed loop of streamed chat completions; returns the records and the wall seconds."""
     records: list[ChatRecord] = []
     stride = max(1, len(messages) // concurrency)
+    clients = [worker_client(url, TTFT_TIMEOUT_S) for _ in range(concurrency)]  # made before the clock, as run_cell
+    await asyncio.gather(*(c.get("/healthz") for c in clients))
     t0 = time.perf_counter()
     deadline = t0 + seconds
 
-    async def worker(w: int) -> None:
+    async def worker(w: int, client: httpx.AsyncClient) -> None:
         i = w * stride
-        async with worker_client(url, TTFT_TIMEOUT_S) as client:
-            while time.perf_counter() < deadline:
-                rec = await chat_request(client, messages[i % len(messages)])
-                i += 1
-                records.append(rec)
-                if rec.status == 503:
-                    await retry_wait(rec.retry_after, deadline)
+        while time.perf_counter() < deadline:
+            rec = await chat_request(client, messages[i % len(messages)])
+            i += 1
+            records.append(rec)
+            if rec.status == 503:
+                await retry_wait(rec.retry_after, deadline)
 
-    await asyncio.gather(*(worker(w) for w in range(concurrency)))
-    return records, time.perf_counter() - t0
+    try:
+        await asyncio.gather(*(worker(w, c) for w, c in enumerate(clients)))
+        return records, time.perf_counter() - t0
+    finally:
+        await asyncio.gather(*(c.aclose() for c in clients))
 
 
 def warm_up(url: str, messages: Sequence[str], budget_ms: float) -> list[int]:

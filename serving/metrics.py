@@ -129,7 +129,7 @@ class Metrics:
         self.grounding_failures.labels(app=app, reason=reason).inc(n)
 
     def count_rejection(self) -> None:
-        """One request refused by admission control (answered 503)."""
+        """One request refused by admission control (503, or the fallback at once with overload: degrade)."""
         self.rejected.inc()
 
     # --- engine --------------------------------------------------------------------------------------------------

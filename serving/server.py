@@ -146,7 +146,7 @@ class AgentServer:
         usable = budget.remaining_ms() - self.config.answer_reserve_ms
         if predicted <= usable:
             return True
-        self.metrics.rejected.inc()
+        self.metrics.count_rejection()
         if self.config.overload == "degrade":
             return False
         raise Overloaded(predicted, budget.budget_ms, "predicted turn time")
@@ -158,7 +158,7 @@ class AgentServer:
             return
         wait = self.front.estimated_wait_ms()
         if wait > budget_ms:
-            self.metrics.rejected.inc()
+            self.metrics.count_rejection()
             raise Overloaded(wait, budget_ms)
 
     # ------------------------------------------------------------------------------------------ turns
