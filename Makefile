@@ -25,7 +25,7 @@ $(STAMP): pyproject.toml constraints.txt
 	@touch $(STAMP)
 
 demo: $(STAMP)
-	$(VENV)/bin/sidekick world shopping --out $(DEMO_DIR)/world --items 20000 --force
+	$(VENV)/bin/sidekick world shopping --out $(DEMO_DIR)/world --items 20000 --tasks 3000 --sessions 10000 --force
 	$(VENV)/bin/sidekick world summary $(DEMO_DIR)/world
 	@# The anonymisation key lives outside the curated output; one is made on the first run.
 	@test -f $(DEMO_DIR)/anonymise.key || $(PY) -c "import secrets; print(secrets.token_hex(32))" > $(DEMO_DIR)/anonymise.key

@@ -482,10 +482,18 @@ def _print_cascade(report: dict[str, Any], out: Path) -> None:
     for name, m in report["agents"].items():
         table.add_row(name, *(f"{m.get(k, 0.0):.3f}" for k in ("success", "recall@10", "hit@10", "reward")))
     out_console.print(table)
+    for pair, cells in (report.get("paired") or {}).items():
+        parts = [f"{m} {c['delta']:+.3f} [{c['lo']:+.3f}, {c['hi']:+.3f}]{'*' if c['excludes_zero'] else ''}"
+                 for m, c in cells.items() if c.get("delta") is not None]
+        out_console.print(f"{pair}: " + ", ".join(parts), highlight=False)
+    rl = report.get("rl_reward") or {}
+    if rl.get("reward_first") is not None and rl.get("reward_last") is not None:
+        out_console.print(f"RL on its {rl['tasks']} low-certainty tasks: mean reward {rl['reward_first']:.3f} (first "
+                          f"update) -> {rl['reward_last']:.3f} (update {rl['steps']})", highlight=False)
     beats = report["final_beats_seed"]
     out_console.print(f"final vs seed_sft: success {'better' if beats['success'] else 'NOT better'}, "
-                      f"recall@10 {'better' if beats['recall@10'] else 'NOT better'}  ->  {out / 'final'}",
-                      highlight=False)
+                      f"recall@10 {'better' if beats['recall@10'] else 'NOT better'}  ->  {out / 'final'}"
+                      "  (* = paired 95% CI excludes 0)", highlight=False)
 
 
 @app.command("validate")
@@ -632,8 +640,9 @@ def eval_run(
                                                      "default: beside --logs, else the agent's training world.")]
     = None,
     baselines: Annotated[list[str] | None, typer.Option(help="Baselines over the same tasks, comma-separated: "
-                                                        "popularity, bm25, dense, sasrec, or none "
-                                                        "(default popularity,bm25).")] = None,
+                                                        "fallback (the no-model fallback replayed), popularity, "
+                                                        "bm25, dense, sasrec, or none (default fallback,bm25,dense "
+                                                        "with an agent, popularity,bm25 without).")] = None,
     workers: Annotated[int | None, typer.Option(help="Tasks in flight at once, sharing engine batches (default 4).")]
     = None,
     limit: Annotated[int | None, typer.Option(help="Only the first N tasks (default: all).")] = None,
@@ -649,11 +658,14 @@ def eval_run(
                                                         "it (default).")] = None,
     budget_ms: Annotated[float | None, typer.Option(help="Turn budget in ms for every app (default: per app).")]
     = None,
+    n_boot: Annotated[int | None, typer.Option(help="Bootstrap resamples of the paired 95% CIs against each "
+                                                    "baseline (default 2000; 0 = no CIs).")] = None,
     config: Annotated[Path | None, typer.Option("--config", "-c", help="YAML EvalConfig (eval/run.py).")] = None,
     dtype: Annotated[str, typer.Option(help="auto (bf16 where the CPU has it), bf16 or fp32.")] = "auto",
 ) -> None:
-    """Replay an agent on logged tasks; write traces.jsonl, report.json, report.html (with plots) into --out."""
-    from apps.evaluate import DEFAULT_BASELINES, EvalSetupError, evaluate
+    """Replay an agent on logged tasks; write traces.jsonl, per_task.jsonl, report.json, report.html (with plots)
+    into --out, with paired bootstrap CIs of the agent against each baseline."""
+    from apps.evaluate import DEFAULT_BASELINES, DEFAULT_BASELINES_NO_AGENT, EvalSetupError, evaluate
     from eval.replay import ReplayError
     from eval.run import EvalConfig
 
@@ -664,10 +676,11 @@ def eval_run(
     cfg = _config(EvalConfig, config, {"workers": workers, "limit": limit, "threads": threads, "seed": seed,
                                        "max_turns": max_turns, "temperature": temperature,
                                        "max_new_tokens": max_new_tokens, "enforce_budget": enforce_budget,
-                                       "budget_ms": budget_ms})
+                                       "budget_ms": budget_ms, "n_boot": n_boot})
     # runs/train/final -> runs/eval/train-final (agents are usually all called "final")
     out = out or Path("runs") / "eval" / ("-".join(agent.resolve().parts[-2:]) if agent is not None else "fallback")
-    names = _split_names(baselines) if baselines else list(DEFAULT_BASELINES)
+    names = _split_names(baselines) if baselines else \
+        list(DEFAULT_BASELINES if agent is not None else DEFAULT_BASELINES_NO_AGENT)
     names = [] if names == ["none"] else names
     try:
         with _counted_progress("eval") as (set_total, advance):
@@ -682,6 +695,10 @@ def eval_run(
 
 
 def _print_eval(report: dict[str, Any], out: Path) -> None:
+    from rich import box
+
+    from eval.report import paired_table
+
     cols = ("success", "reward", "recall@10", "ndcg@10", "mrr", "turns", "tool_calls", "degraded")
     table = Table(title=f"eval: {report['counts']['tasks']:,} tasks")
     for col in ("app", "tasks", *cols):
@@ -689,6 +706,17 @@ def _print_eval(report: dict[str, Any], out: Path) -> None:
     for name, g in {"all": report["overall"], **report["by_app"]}.items():
         table.add_row(name, f"{g['tasks']:,}", *["—" if g.get(c) is None else f"{g[c]:.3f}" for c in cols])
     out_console.print(table)
+    paired = report.get("paired") or {}
+    for metric in [m for m in paired.get("metrics", ()) if m == "success" or m.startswith("ndcg@")]:
+        head, rows = paired_table(paired, metric)
+        if rows:
+            t = Table(title=f"{metric}: agent vs baselines (Δ = agent − best; * CI excludes 0)", box=box.SIMPLE_HEAD,
+                      show_edge=False, pad_edge=False, collapse_padding=True)  # fits 80 columns
+            for col in head:
+                t.add_column(col, justify="right" if col not in ("kind", "best", head[-1]) else "left")
+            for row in rows:
+                t.add_row(*row)
+            out_console.print(t)
     t, checks = report["timing"], report["checks"]
     grounded = "0 ungrounded items served" if checks["served_output_grounded"] else \
         f"{checks['ungrounded_served']} UNGROUNDED ITEMS SERVED"
@@ -704,27 +732,45 @@ def eval_compare(
     out: Annotated[Path, typer.Option("--out", "-o", help="Directory for compare.json, compare.html, compare.png.")],
     label_a: Annotated[str | None, typer.Option(help="Name of the first run (default: its directory name).")] = None,
     label_b: Annotated[str | None, typer.Option(help="Name of the second run (default: its directory name).")] = None,
+    n_boot: Annotated[int, typer.Option(min=0, help="Bootstrap resamples of the paired 95% CIs (0 = no CIs).")]
+    = 2000,
+    seed: Annotated[int, typer.Option(help="Seed of the bootstrap resamples.")] = 0,
 ) -> None:
-    """Compare two evaluation runs metric by metric (B - A) and list the tasks B newly solves and newly fails."""
+    """Compare two evaluation runs metric by metric (B - A) with paired bootstrap 95% CIs per kind (tasks paired
+    by id) and list the tasks B newly solves and newly fails."""
+    from rich import box
+
     from apps.evaluate import EvalSetupError, compare_runs
+    from eval.report import ci_text
 
     labels = (label_a or run_a.name, label_b or run_b.name) if label_a or label_b else None
     try:
-        cmp = compare_runs(run_a, run_b, out, labels)
+        cmp = compare_runs(run_a, run_b, out, labels, n_boot=n_boot, seed=seed)
     except EvalSetupError as err:
         raise UsageError(str(err)) from err
-    table = Table(title=f"compare {cmp['labels'][0]} -> {cmp['labels'][1]}")
-    for col in ("group", "metric", "A", "B", "delta"):
-        table.add_column(col, justify="left" if col in ("group", "metric") else "right")
+    paired = cmp.get("paired")
+    title = f"compare {cmp['labels'][0]} -> {cmp['labels'][1]}"
+    if paired:
+        title += f": {paired['paired_tasks']:,} tasks paired, {paired['only_a'] + paired['only_b']:,} unpaired"
+    table = Table(title=title, box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True)
+    for col in ("group", "metric", "n", "A", "B", "Δ B−A [95% CI]; * excludes 0" if paired else "delta"):
+        table.add_column(col, justify="right" if col in ("n", "A", "B") else "left")
     for group, metrics in cmp["groups"].items():
-        for m in ("success", "reward", "recall@10"):
-            if m in metrics and metrics[m]["delta"] is not None:
+        cells = paired["groups"].get(group, {}) if paired else {}
+        for m in ("success", "reward", "ndcg@10") if paired else ("success", "reward", "recall@10"):
+            if m in cells:
+                c = cells[m]
+                table.add_row(group, m, f"{c['n']:,}", f"{c['a']:.3f}", f"{c['b']:.3f}",
+                              ci_text(c["delta"], c["lo"], c["hi"]) + (" *" if c["excludes_zero"] else ""))
+            elif not paired and m in metrics and metrics[m]["delta"] is not None:
                 d = metrics[m]
-                table.add_row(group, m, f"{d['a']:.3f}", f"{d['b']:.3f}", f"{d['delta']:+.3f}")
+                table.add_row(group, m, f"{metrics['tasks']['b']:,}", f"{d['a']:.3f}", f"{d['b']:.3f}",
+                              f"{d['delta']:+.3f}")
     out_console.print(table)
     flips = cmp.get("flips")
     extra = f"  gained={len(flips['gained'])} lost={len(flips['lost'])}" if flips else ""
-    out_console.print(f"[green]wrote[/green] {out / 'compare.html'}{extra}", highlight=False)
+    note = "" if paired else "  (no per-task values beside a report: deltas without CIs)"
+    out_console.print(f"[green]wrote[/green] {out / 'compare.html'}{extra}{note}", highlight=False)
 
 
 @eval_app.command("movielens")

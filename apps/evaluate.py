@@ -3,6 +3,10 @@
     sidekick eval runs/train/final --logs runs/c/test            # report in runs/eval/train-final
     sidekick eval compare runs/eval/before runs/eval/after --out runs/eval/compare
 
+With an agent the baselines are, by default, the apps' no-model fallback replayed on the same tasks, BM25 and
+dense retrieval; the report gives paired bootstrap confidence intervals of the agent against each of them, and
+a comparison of two runs gives them for B − A (pairing tasks by id).
+
 ``--logs`` is a directory with ``tasks.jsonl`` (a curated split such as ``runs/c/test``, or a world
 directory), or a tasks file. Each app the tasks belong to needs its world (catalog; livestream also
 ``streams.jsonl``): the ``--world`` directories first, then the logs directory and its parent (a curated
@@ -24,6 +28,7 @@ from typing import Any, Literal
 
 import apps as app_table
 from apps.serve import ServeSetupError, load_app, sid_builder, trained_world
+from eval.paired import read_per_task
 from eval.report import compare_reports, load_run, write_compare
 from eval.run import EvalConfig, Ranker, run_evaluation
 from harness.agent import ModelAccess
@@ -34,10 +39,14 @@ from infra.recordio import read_records
 
 log = logging.getLogger(__name__)
 
-BASELINES = ("popularity", "bm25", "dense", "sasrec")
-"""Baseline names ``--baselines`` accepts (rankers from ``eval/baselines.py``)."""
-DEFAULT_BASELINES = ("popularity", "bm25")
-"""What runs without ``--baselines`` (cheap; ``dense`` embeds the catalog once, then it is cached)."""
+BASELINES = ("fallback", "popularity", "bm25", "dense", "sasrec")
+"""Baseline names ``--baselines`` accepts: ``fallback`` (the apps' no-model fallback replayed on the same tasks)
+and rankers from ``eval/baselines.py``."""
+DEFAULT_BASELINES = ("fallback", "bm25", "dense")
+"""What runs without ``--baselines`` when an agent is evaluated (the fallback replays fast; ``dense`` embeds the
+catalog once, then it is cached)."""
+DEFAULT_BASELINES_NO_AGENT = ("popularity", "bm25")
+"""What runs without ``--baselines`` when the fallback itself is evaluated (cheap, like the run itself)."""
 
 
 class EvalSetupError(ValueError):
@@ -130,23 +139,26 @@ def load_eval_model(agent_dir: Path, apps: dict[str, AppEnv], cfg: EvalConfig, s
 
 
 # ------------------------------------------------------------------------------------------------ baselines
-def baseline_rankers(names: Sequence[str], worlds: dict[str, Path]) -> tuple[dict[str, Ranker], str | None]:
+def baseline_rankers(names: Sequence[str], worlds: dict[str, Path], tasks: Sequence[Task] = ()
+                     ) -> tuple[dict[str, Ranker], str | None]:
     """Rankers for ``names`` (from :mod:`eval.baselines`) over the world of the app whose tasks name
     target items (``worlds``), and a note for the report.
 
     They see each task's user messages (not the answers to the agent's questions) and rank the whole catalog;
     popularity counts the item events of the world's training logs. A baseline that cannot be built here is
-    left out and the note says why; SASRec needs user histories, which the MovieLens benchmark has.
+    left out and the note says why; SASRec needs user histories, which the MovieLens benchmark has. Dense embeds
+    the queries of ``tasks`` in batches up front (one at a time costs ~25x more).
     """
     unknown = [n for n in names if n not in BASELINES]
     if unknown:
         raise EvalSetupError(f"--baselines {', '.join(unknown)}: expected some of {', '.join(BASELINES)} or none")
+    names = [n for n in names if n != "fallback"]  # replayed by eval.run, not ranked
     if not names:
         return {}, None
     if not worlds:
         return {}, "the baselines rank catalog items; no task here has target items to rank"
     app = sorted(worlds)[0]
-    from eval.baselines import BaselineError, build_baselines, task_ranker
+    from eval.baselines import BaselineError, DenseRanker, Query, build_baselines, task_ranker
     from infra.settings import get_settings
 
     notes = ["baselines see each task's user messages only (not the answers to clarifying questions)"]
@@ -159,7 +171,10 @@ def baseline_rankers(names: Sequence[str], worlds: dict[str, Path]) -> tuple[dic
         except (BaselineError, OSError, ValueError) as e:
             notes.append(f"{name} left out: {e}")
             continue
-        rankers[name] = task_ranker(built[name])
+        ranker = built[name]
+        if isinstance(ranker, DenseRanker):
+            ranker.prepare(Query.of_task(t) for t in tasks if t.target is not None)
+        rankers[name] = task_ranker(ranker)
     return rankers, "; ".join(notes)
 
 
@@ -180,27 +195,38 @@ def evaluate(agent_dir: Path | None, logs: Path, out: Path, cfg: EvalConfig, *, 
     world_dirs = find_worlds(logs, names, worlds, agent_dir)
     apps = {name: eval_app(world_dirs[name], name) for name in names}
     ranked = {t.app for t in tasks if t.target is not None}  # apps whose tasks name target items
-    rankers, note = baseline_rankers(baselines, {a: w for a, w in world_dirs.items() if a in ranked})
+    rankers, note = baseline_rankers(baselines, {a: w for a, w in world_dirs.items() if a in ranked}, tasks)
+    fallback = "fallback" in baselines and agent_dir is not None
+    if "fallback" in baselines and agent_dir is None:
+        left_out = "fallback left out: without an agent the fallback is what is evaluated"
+        note = f"{note}; {left_out}" if note else left_out
     meta = {"agent": str(agent_dir) if agent_dir is not None else None, "logs": str(logs),
             "worlds": {k: str(v) for k, v in world_dirs.items()}, "baselines_requested": list(baselines)}
     if on_total is not None:
-        on_total(len(tasks))
+        on_total(len(tasks) * (2 if fallback else 1))  # the fallback replays every task too
     with ExitStack() as stack:
         model = load_eval_model(Path(agent_dir), apps, cfg, stack, dtype) if agent_dir is not None else None
-        return run_evaluation(tasks, apps, model, cfg, Path(out), meta=meta, rankers=rankers, baselines_note=note,
-                              progress=progress, inputs=[tasks_file(logs), *world_dirs.values()])
+        return run_evaluation(tasks, apps, model, cfg, Path(out), meta=meta, rankers=rankers, fallback=fallback,
+                              baselines_note=note, progress=progress, inputs=[tasks_file(logs), *world_dirs.values()])
 
 
-def compare_runs(run_a: Path, run_b: Path, out: Path, labels: tuple[str, str] | None = None) -> dict[str, Any]:
-    """Compare two evaluation outputs (directories or ``report.json`` files); write compare.json/.html in ``out``."""
+def compare_runs(run_a: Path, run_b: Path, out: Path, labels: tuple[str, str] | None = None, *,
+                 n_boot: int = 2000, seed: int = 0, alpha: float = 0.05) -> dict[str, Any]:
+    """Compare two evaluation outputs (directories or ``report.json`` files); write compare.json/.html in ``out``.
+
+    With both runs' per-task values (``per_task.jsonl``, else the traces) the comparison holds paired bootstrap
+    intervals (``n_boot`` resamples, ``seed``, level ``1 - alpha``) of B − A over the tasks both runs have."""
     try:
         (a, sa), (b, sb) = load_run(run_a), load_run(run_b)
+        rows = [read_per_task(p if p.is_dir() else p.parent) for p in (Path(run_a), Path(run_b))]
     except (FileNotFoundError, ValueError) as e:
         raise EvalSetupError(str(e)) from e
     names = labels or (Path(run_a).name or "A", Path(run_b).name or "B")
     if names[0] == names[1]:
         names = (f"A: {names[0]}", f"B: {names[1]}")
     successes = (sa, sb) if sa is not None and sb is not None else None
-    cmp = compare_reports(a, b, labels=names, successes=successes)
+    per_task = (rows[0], rows[1]) if rows[0] is not None and rows[1] is not None else None
+    cmp = compare_reports(a, b, labels=names, successes=successes, per_task=per_task, n_boot=n_boot, seed=seed,
+                          alpha=alpha)
     write_compare(cmp, Path(out))
     return cmp

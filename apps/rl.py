@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import dataclasses
+from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from functools import partial
 from pathlib import Path
 
 from eval.run import EvalConfig
+from harness.env import AppEnv
 from harness.kit import AppKit
 from harness.tasks import Task
 from training.cascade import Evaluator
@@ -16,10 +18,18 @@ from training.rl.workers import EnvFactory
 REPORTED = ("success", "recall@10", "hit@10", "ndcg@10", "reward")
 
 
-def env_factory(kit: AppKit, world: Path) -> EnvFactory:
+def env_factory(kit: AppKit, world: Path, *, retrieval_teacher: bool = False) -> EnvFactory:
     """The app over ``world`` as an RL environment, built in the worker's process (the kit's module-level
-    ``env`` function and the world path pickle by reference)."""
+    ``env`` function and the world path pickle by reference). ``retrieval_teacher``: teach with the app's
+    retrieval fallback answering an item's SID (:func:`~training.rl.rollout.fallback_teacher`) instead of the
+    app's own teacher (shopping: the compact protocol's planned call)."""
+    if retrieval_teacher:
+        return partial(_without_teacher, kit.env, Path(world))
     return partial(kit.env, Path(world))
+
+
+def _without_teacher(make: Callable[[Path], AppEnv], world: Path) -> AppEnv:
+    return dataclasses.replace(make(world), teacher=None)
 
 
 def harness_evaluator(kit: AppKit, world: Path, cfg: EvalConfig | None = None) -> Evaluator:

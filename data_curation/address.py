@@ -222,7 +222,8 @@ _CUE = re.compile(
     r"endereço|endereco|indirizzo|adresse|adres|adresa|lieferadresse|адрес|адреса|διεύθυνση|delivery is|"
     r"deliver(?: it)? to|ship(?: it)? to|send(?: it)? to|giao tới|gửi tới|enviar a|livrer à|liefern an|"
     r"lieferung an|i live at|i'm at|i am at|we live at|located at|vivo en|moro na|abito in|j'habite|"
-    r"(?:should |can |must )?go to|billing(?: address)?(?: is)?|(?:my |the )?office(?: is)?|invoices? to|mail to)\b"
+    r"(?:should |can |must )?go to|billing(?: address)?(?: is)?|(?:my |the )?office(?: is\b|(?=\s*[:：]))|invoices? to|"
+    r"mail to)\b"
     r"|주소는?|地址|住所|ที่อยู่)"
     r"\s*[:：]?\s*"
 )

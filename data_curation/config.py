@@ -127,24 +127,41 @@ class SelectConfig(BaseModel):
 
 
 class SplitConfig(BaseModel):
-    """train / val / test by user (no user in two splits), optionally with a time-based test split."""
+    """train / val / test by user, by task (near-duplicate task texts kept together), or with a time-based test."""
 
     model_config = ConfigDict(extra="forbid")
 
-    mode: Literal["user", "time"] = Field(
+    mode: Literal["user", "time", "task"] = Field(
         default="user",
-        description="'user' = by a hash of the pseudonym; 'time' = test is the last test_fraction of sessions "
-        "by start time, earlier sessions of those users are dropped, the rest split by user.",
+        description="'user' = by a hash of the pseudonym (no user in two splits); 'time' = test is the last "
+        "test_fraction of sessions by start time, earlier sessions of those users are dropped, the rest split "
+        "by user; 'task' = every session goes to the split of its task, and tasks whose texts share a wording "
+        "family (same text once case, punctuation, spacing and numbers are folded; see near_threshold) share "
+        "one split, so no task and no task wording is in two splits; within each task kind the groups are dealt "
+        "out in seeded-hash order by quota, so every kind gets about its fractions of tasks. Sessions without a "
+        "task id are split by user. In task mode a user may appear in two splits (one user acts out several "
+        "tasks).",
     )
-    val_fraction: float = Field(default=0.1, ge=0, lt=1, description="Share of users (or sessions) in val.")
+    val_fraction: float = Field(
+        default=0.1, ge=0, lt=1, description="Share of users (task mode: of tasks; time mode: of users) in val."
+    )
     test_fraction: float = Field(
-        default=0.1, ge=0, lt=1, description="Share of users (or, in time mode, sessions) in test."
+        default=0.1, ge=0, lt=1,
+        description="Share of users (task mode: of tasks; time mode: of sessions, the latest) in test.",
+    )
+    near_threshold: float = Field(
+        default=0.0, ge=0, lt=1,
+        description="Task mode only: also join wording families whose MinHash-estimated Jaccard similarity "
+        "(character shingles of dedup.shingle_chars, dedup.num_perm permutations) is at least this; "
+        "0 = off (exact family match only).",
     )
 
     @model_validator(mode="after")
     def _fractions(self) -> SplitConfig:
         if self.val_fraction + self.test_fraction >= 1:
             raise ValueError("val_fraction + test_fraction must be below 1 (train needs some users)")
+        if self.near_threshold and self.mode != "task":
+            raise ValueError("near_threshold applies to mode 'task' only; set it to 0 or use mode: task")
         return self
 
 

@@ -122,7 +122,7 @@ def run_curation(
     records = RecordsStage(ctx, prepare)
     dedup = DedupStage(ctx, records)
     select = SelectStage(ctx, records, dedup)
-    split = SplitStage(ctx, records, select)
+    split = SplitStage(ctx, prepare, records, select)
     write = WriteStage(ctx, prepare, records, select, split)
     ran = {stage.name: stage.run() for stage in (prepare, records, dedup, select, split, write)}
     report = _build_report(ctx, inputs, ran, (prepare, records, dedup, select, split, write))
@@ -144,7 +144,8 @@ def _build_report(
     score = None
     if key_file.is_file():
         score = score_files(key_file, [d / "scored.jsonl" for d in records.shard_dirs()])
-    splits = {s: {**spc[s], "tasks": wc[s]["tasks"]} for s in ("train", "val", "test")}
+    splits = {s: {**spc[s], "tasks": wc[s]["tasks"], "task_kinds": wc[s].get("kinds", {})}
+              for s in ("train", "val", "test")}
     return {
         "funnel": funnel(rc, dedup.dir.counts(), sc, spc),
         "pii": {"placeholders": rc["placeholders"], "sessions_with_pii": rc["sessions_with_pii"],
@@ -153,6 +154,7 @@ def _build_report(
         "selection": sc,
         "splits": splits,
         "tasks_in_several_splits": wc["tasks_in_several_splits"],
+        "task_groups": spc.get("task_groups"),  # task mode: tasks, wording groups, largest group
         "quarantine_entries": wc["quarantine_entries"],
         "examples": examples(ctx.out_dir),
         "stages": {s.name: {"ran": ran[s.name], "seconds": s.dir.seconds()} for s in stages},

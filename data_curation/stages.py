@@ -10,7 +10,8 @@ stage          does                                                    writes (i
 02_dedup       exact and near-duplicate clusters over the summaries    status.npy, dup_of.npy
 03_select      diversity (embed, k-means, cap) and difficulty          selected.npy, cluster.npy,
                                                                        difficulty.npy, certainty.npy
-04_split       train / val / test by user (and time)                   split.npy
+04_split       train / val / test by user, by task (one wording       split.npy
+               family in one split) or by time
 05_write       stream kept sessions into OUT/<split>/logs.jsonl,       (outputs go to OUT/)
                tasks per split, catalog, quarantine
 =============  ======================================================  ===============================
@@ -54,7 +55,7 @@ from data_curation.select import (
     water_fill,
 )
 from data_curation.shards import Shard, plan_shards
-from data_curation.split import SPLITS, assign_splits, splitmix64
+from data_curation.split import SPLITS, assign_splits, assign_task_splits, splitmix64, task_groups
 from data_curation.stagedir import StageDir, fingerprint
 from harness.tasks import Message, Task
 from infra.layout import CATALOG_FILE, LOGS_FILE, TASKS_FILE
@@ -401,27 +402,69 @@ class SelectStage(_Stage):
 class SplitStage(_Stage):
     name = "04_split"
 
-    def __init__(self, ctx: Context, records: RecordsStage, select: SelectStage) -> None:
+    def __init__(self, ctx: Context, prepare: PrepareStage, records: RecordsStage, select: SelectStage) -> None:
         super().__init__(ctx, select.fp, ctx.cfg.split.model_dump())
+        self.prepare = prepare
         self.records = records
         self.select = select
 
     def _run(self) -> dict[str, Any]:
+        cfg = self.ctx.cfg.split
         selected = self.select.load("selected")
         user = self.records.column("user").astype(np.uint64)
         started = self.records.column("started").astype(np.float64)
+        task_ids: list[str | None] = [row["task_id"] for row in self.records.index_rows()]
+        counts: dict[str, Any] = {}
         split = np.full(len(selected), -1, dtype=np.int8)
-        split[selected] = assign_splits(user[selected], started[selected], self.ctx.cfg.split, self.ctx.seed)
+        group = None
+        if cfg.mode == "task":
+            group, kind, counts["task_groups"] = self._groups(task_ids)
+            chosen = [t for t, keep in zip(task_ids, selected.tolist(), strict=True) if keep]
+            split[selected] = assign_task_splits(user[selected], group[selected], chosen, kind, cfg, self.ctx.seed)
+        else:
+            split[selected] = assign_splits(user[selected], started[selected], cfg, self.ctx.seed)
         np.save(self.path / "split.npy", split)
-        counts: dict[str, Any] = {"user_in_test_dropped": int((split == 3).sum())}
-        users: dict[str, set[int]] = {}
+        counts["user_in_test_dropped"] = int((split == 3).sum())
+        tasks = np.array([t or "" for t in task_ids], dtype=object)
         for i, name in enumerate(SPLITS):
-            users[name] = set(user[split == i].tolist())
-            counts[name] = {"sessions": int((split == i).sum()), "users": len(users[name])}
-        shared = (users["train"] & users["val"]) | (users["train"] & users["test"]) | (users["val"] & users["test"])
-        if shared:
-            raise AssertionError(f"{len(shared)} users fall in two splits; the split is broken")
+            inside = split == i
+            counts[name] = {"sessions": int(inside.sum()), "users": len(np.unique(user[inside])),
+                            "task_ids": len(set(tasks[inside].tolist()) - {""})}
+        self._check(split, user, tasks, group)
         return counts
+
+    def _groups(self, task_ids: list[str | None]) -> tuple[np.ndarray, dict[str, str], dict[str, int]]:
+        """Per position the group key of its task (0 = no task); task id -> kind; counts of the grouping."""
+        texts: dict[str, str] = {}
+        kind: dict[str, str] = {}
+        with (self.prepare.path / TASKS_FILE).open(encoding="utf-8") as fh:
+            for line in fh:
+                obj = json.loads(line)
+                texts[obj["task_id"]] = "\n".join(m["content"] for m in obj["messages"] if m["role"] == "user")
+                kind[obj["task_id"]] = obj["kind"]
+        for tid in {t for t in task_ids if t} - set(texts):
+            texts[tid] = ""  # a task id without a task record: its sessions still stay together
+        d = self.ctx.cfg.dedup
+        keys = task_groups(texts, near_threshold=self.ctx.cfg.split.near_threshold, num_perm=d.num_perm,
+                           shingle_chars=d.shingle_chars, seed=self.ctx.seed)
+        group = np.array([keys[t] if t else 0 for t in task_ids], dtype=np.uint64)
+        sizes = Counter(keys.values())
+        return group, kind, {"tasks": len(keys), "groups": len(sizes), "largest": max(sizes.values(), default=0)}
+
+    def _check(self, split: np.ndarray, user: np.ndarray, tasks: np.ndarray, group: np.ndarray | None) -> None:
+        """Nothing that must stay in one split is in two: users (user, time), tasks and wordings (task)."""
+        def shared(values: np.ndarray, what: str, where: np.ndarray | None = None) -> None:
+            per = [set(values[(split == i) if where is None else (split == i) & where].tolist())
+                   for i in range(len(SPLITS))]
+            both = (per[0] & per[1]) | (per[0] & per[2]) | (per[1] & per[2])
+            if both:
+                raise AssertionError(f"{len(both)} {what} fall in two splits; the split is broken")
+
+        if group is None:
+            shared(user, "users")
+        else:
+            shared(tasks, "tasks", tasks != "")
+            shared(group, "task wordings", group != 0)
 
     def split(self) -> np.ndarray:
         return np.load(self.path / "split.npy")
@@ -452,7 +495,7 @@ class WriteStage(_Stage):
 
     def _run(self) -> dict[str, Any]:
         task_sets = self._sessions()
-        counts: dict[str, Any] = {s: {"tasks": n} for s, n in self._tasks(task_sets).items()}
+        counts: dict[str, Any] = self._tasks(task_sets)
         for s in SPLITS:  # an earlier run's difficulty sets must not outlive a run without scores
             (self.ctx.out_dir / s / "difficulty.jsonl").unlink(missing_ok=True)
         if self.ctx.cfg.select.certainty_file is not None:
@@ -492,17 +535,20 @@ class WriteStage(_Stage):
             w.close()
         return tasks
 
-    def _tasks(self, task_sets: dict[str, set[str]]) -> dict[str, int]:
+    def _tasks(self, task_sets: dict[str, set[str]]) -> dict[str, dict[str, Any]]:
+        """Write each split's tasks; per split the number written and how many of each kind."""
         writers = {s: RecordWriter(self.ctx.out_dir / s / TASKS_FILE) for s in SPLITS}
+        kinds: dict[str, Counter[str]] = {s: Counter() for s in SPLITS}
         with (self.prepare.path / TASKS_FILE).open(encoding="utf-8") as fh:
             for line in fh:
                 obj = json.loads(line)
                 for s in SPLITS:
                     if obj["task_id"] in task_sets[s]:
                         writers[s].write(obj)
+                        kinds[s][str(obj.get("kind"))] += 1
         for w in writers.values():
             w.close()
-        return {s: w.count for s, w in writers.items()}
+        return {s: {"tasks": w.count, "kinds": dict(sorted(kinds[s].items()))} for s, w in writers.items()}
 
     def _difficulty(self, task_sets: dict[str, set[str]]) -> None:
         cfg = self.ctx.cfg.select

@@ -181,6 +181,7 @@ class DenseRanker(_Catalogued):
             raise BaselineError(f"history_items must be >= 1, got {history_items}")
         self.query_from, self.history_items = query_from, history_items
         self._encoder: TextEncoder | None = None
+        self._text_vectors: dict[str, np.ndarray] = {}  # query text -> (D,), filled by prepare()
         if vectors is None:
             self._encoder = TextEncoder()
             vectors = encode_cached([item_text(i) for i in items], cache_dir, self._encoder)
@@ -200,11 +201,23 @@ class DenseRanker(_Catalogued):
                 return (v / norm if norm > 0 else v).astype(np.float32)
         if not query.text.strip():
             return None
+        if query.text in self._text_vectors:
+            return self._text_vectors[query.text]
+        return self._encode([query.text])[0]
+
+    def prepare(self, queries: Iterable[Query]) -> None:
+        """Embed the texts of ``queries`` in batches now (many times faster than one by one as ``rank`` is
+        called); ``rank`` then looks them up."""
+        texts = sorted({q.text for q in queries if q.text.strip()} - set(self._text_vectors))
+        if texts:
+            self._text_vectors.update(zip(texts, self._encode(texts), strict=True))
+
+    def _encode(self, texts: Sequence[str]) -> np.ndarray:
         if self._encoder is None:
             from infra.text_encoder import TextEncoder
 
             self._encoder = TextEncoder()
-        return self._encoder.encode([query.text])[0]
+        return self._encoder.encode(list(texts))  # (len(texts), D)
 
     def rank(self, query: Query, k: int) -> list[str]:
         q = self.query_vector(query)

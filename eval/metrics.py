@@ -17,7 +17,7 @@ An empty ``relevant`` set is an error: a task with no answer cannot be scored, a
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -76,7 +76,7 @@ def ranking_metrics(ranked: Sequence[str], relevant: Collection[str], ks: Iterab
     return out
 
 
-def mean_metrics(rows: Iterable[dict[str, float]]) -> dict[str, float]:
+def mean_metrics(rows: Iterable[Mapping[str, float]]) -> dict[str, float]:
     """Key-wise mean over rows (a key missing from a row is not counted for that row); {} for no rows."""
     sums: dict[str, float] = {}
     counts: dict[str, int] = {}

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from eval.metrics import mean_metrics, percentile
+from eval.paired import Row, paired_compare, paired_metrics
 from eval.replay import TaskResult
 
 SCHEMA = "sidekick.eval/1"
@@ -127,8 +128,8 @@ def failure_examples(results: Sequence[TaskResult], n: int) -> list[dict[str, An
 
 def build_report(results: Sequence[TaskResult], *, meta: Mapping[str, Any], timing: Mapping[str, Any],
                  baselines: Mapping[str, Any] | None = None, baselines_note: str | None = None,
-                 failures: int = 10) -> dict[str, Any]:
-    """The ``report.json`` object of one evaluation run."""
+                 paired: Mapping[str, Any] | None = None, failures: int = 10) -> dict[str, Any]:
+    """The ``report.json`` object of one evaluation run (``paired``: :func:`eval.paired.paired_summary`)."""
     apps = sorted({r.app for r in results})
     kinds = sorted({f"{r.app}/{r.kind}" for r in results})
     overall = group_summary(results)
@@ -143,6 +144,7 @@ def build_report(results: Sequence[TaskResult], *, meta: Mapping[str, Any], timi
         "by_app": {a: group_summary([r for r in results if r.app == a]) for a in apps},
         "by_kind": {k: group_summary([r for r in results if f"{r.app}/{r.kind}" == k]) for k in kinds},
         "baselines": dict(baselines or {}), "baselines_note": baselines_note,
+        "paired": dict(paired) if paired else None,
         "failures": failure_examples(results, failures),
         "timing": dict(timing),
     }
@@ -278,6 +280,77 @@ def _baseline_section(report: Mapping[str, Any], plot: str | None) -> str:
             f"items only).</p>{extra}{_table(rows, ['app/kind', 'system', *RANKING])}{img}")
 
 
+def ci_text(delta: float | None, lo: float | None, hi: float | None, digits: int = 3) -> str:
+    """``+0.120 [+0.050, +0.190]`` (the difference and its interval), ``+0.120`` without one, ``—`` without both."""
+    if delta is None:
+        return "—"
+    if lo is None or hi is None:
+        return f"{delta:+.{digits}f}"
+    return f"{delta:+.{digits}f} [{lo:+.{digits}f}, {hi:+.{digits}f}]"
+
+
+def _ci_td(cell: Mapping[str, Any] | None) -> str:
+    if not cell:
+        return "<td>—</td>"
+    sig = cell["excludes_zero"]
+    cls = "" if not sig else (" class='pos'" if cell["delta"] > 0 else " class='neg'")
+    return f"<td{cls}>{html.escape(ci_text(cell['delta'], cell['lo'], cell['hi']))}{' *' if sig else ''}</td>"
+
+
+def paired_table(paired: Mapping[str, Any], metric: str, digits: int = 3, ci_digits: int = 2
+                 ) -> tuple[list[str], list[list[str]]]:
+    """A compact text table of one metric from ``report["paired"]``: per group the agent's mean, each baseline's,
+    the best baseline and the agent's difference from it with its interval (``*``: excludes 0). The app prefix
+    of the kinds is dropped when the run holds one app. Header and rows; no rows when no baseline has ``metric``."""
+    groups = paired["groups"]
+    bases = [b for b in paired["baselines"] if any(b in g["means"].get(metric, {}) for g in groups.values())]
+    if not bases:
+        return [], []
+    apps = {k.split("/")[0] for k in groups if k != "all"}
+    level = round(100 * (1 - paired["alpha"]))
+
+    def num(v: float | None) -> str:
+        return "—" if v is None else f"{v:.{digits}f}"
+
+    rows = []
+    for name, g in groups.items():
+        means, best = g["means"].get(metric, {}), g["best"].get(metric)
+        cell = g["vs"].get(best, {}).get(metric) if best else None
+        ci = "—" if cell is None else ci_text(cell["delta"], cell["lo"], cell["hi"], ci_digits) + \
+            (" *" if cell["excludes_zero"] else "")
+        label = name.split("/", 1)[1] if len(apps) == 1 and "/" in name else name
+        rows.append([label, f"{cell['n'] if cell else g['tasks']:,}", num(means.get("agent")),
+                     *[num(means.get(b)) for b in bases], best or "—", ci])
+    return ["kind", "n", "agent", *bases, "best", f"Δ vs best [{level}% CI]"], rows
+
+
+def _paired_section(paired: Mapping[str, Any] | None) -> str:
+    """One table per metric: per group the agent's mean, each baseline's and the paired difference with its CI."""
+    if not paired:
+        return "<p>No baselines in this run: no paired comparisons.</p>"
+    level = round(100 * (1 - paired["alpha"]))
+    parts = [f"<p>delta = agent − baseline over the tasks both have the metric; {level} % paired bootstrap interval "
+             f"({paired['n_boot']:,} resamples of the tasks, seed {paired['seed']}); * the interval excludes 0. "
+             f"n: tasks paired.</p>"]
+    groups = paired["groups"]
+    for m in paired["metrics"]:
+        bases = [b for b in paired["baselines"] if any(m in g["vs"].get(b, {}) for g in groups.values())]
+        if not bases:
+            continue
+        head = "".join(f"<th>{html.escape(b)}</th><th>Δ vs {html.escape(b)}</th>" for b in bases)
+        rows = []
+        for name, g in groups.items():
+            cells = "".join(f"<td>{html.escape(_fmt(g['means'].get(m, {}).get(b)))}</td>"
+                            f"{_ci_td(g['vs'].get(b, {}).get(m))}" for b in bases)
+            n = max((g["vs"][b][m]["n"] for b in bases if m in g["vs"].get(b, {})), default=0)
+            rows.append(f"<tr><td>{html.escape(name)}</td><td>{n:,}</td>"
+                        f"<td>{html.escape(_fmt(g['means'].get(m, {}).get('agent')))}</td>{cells}"
+                        f"<td>{html.escape(g['best'].get(m, '—'))}</td></tr>")
+        parts.append(f"<h3>{html.escape(m)}</h3><table><tr><th>app/kind</th><th>n</th><th>agent</th>{head}"
+                     f"<th>best baseline</th></tr>{''.join(rows)}</table>")
+    return "".join(parts)
+
+
 def _failure_html(f: Mapping[str, Any]) -> str:
     trace = "\n".join(f"[{m['role']}] {m['content']}" + (f"\n  tool_calls: {m['tool_calls']}" if m.get("tool_calls")
                                                          else "") for m in f["trace"])
@@ -326,6 +399,7 @@ def render_html(report: Mapping[str, Any], plots: Mapping[str, str | None]) -> s
                                                       'asked_user', 'ends', 'degraded_reasons'), 'app/kind')}
 <h2>App metrics</h2>{app_sections}
 <h2>Baselines</h2>{_baseline_section(report, plots.get('baselines.png'))}
+<h2>Agent vs baselines, paired</h2>{_paired_section(report.get('paired'))}
 <h2>Latency and budgets</h2>{_timing_section(report['timing'], plots['latency.png'] or '')}
 <h2>Failure examples</h2>{''.join(_failure_html(f) for f in report['failures']) or '<p>None.</p>'}
 <h2>Run</h2><pre>{html.escape(json.dumps(meta, indent=1, default=str))}</pre>"""
@@ -373,9 +447,14 @@ def _delta(a: Any, b: Any) -> dict[str, Any]:
 
 
 def compare_reports(a: Mapping[str, Any], b: Mapping[str, Any], *, labels: tuple[str, str] = ("A", "B"),
-                    successes: tuple[Mapping[str, bool], Mapping[str, bool]] | None = None) -> dict[str, Any]:
-    """Metric by metric, group by group: A's value, B's and ``delta = B - A``; timing likewise; and, given each
-    run's per-task success (from its traces), the tasks B newly solves (``gained``) and newly fails (``lost``)."""
+                    successes: tuple[Mapping[str, bool], Mapping[str, bool]] | None = None,
+                    per_task: tuple[Sequence[Row], Sequence[Row]] | None = None, n_boot: int = 2000, seed: int = 0,
+                    alpha: float = 0.05) -> dict[str, Any]:
+    """Metric by metric, group by group: A's value, B's and ``delta = B - A``; timing likewise; given each
+    run's per-task success (from its traces), the tasks B newly solves (``gained``) and newly fails (``lost``);
+    and given each run's per-task values (:func:`eval.paired.read_per_task`), ``paired``: B − A over the tasks
+    both runs have, with paired bootstrap intervals, per metric and per kind (:func:`eval.paired.paired_compare`).
+    """
     for r in (a, b):
         if r.get("schema") != SCHEMA:
             raise ValueError(f"not an evaluation report (schema {r.get('schema')!r}, expected {SCHEMA!r})")
@@ -398,6 +477,15 @@ def compare_reports(a: Mapping[str, Any], b: Mapping[str, Any], *, labels: tuple
         common = sorted(set(sa) & set(sb))
         out["flips"] = {"common_tasks": len(common), "gained": [t for t in common if sb[t] and not sa[t]],
                         "lost": [t for t in common if sa[t] and not sb[t]]}
+    out["paired"] = None
+    if per_task is not None:
+        ks = a["meta"].get("config", {}).get("ks") or (1, 5, 10)
+        out["paired"] = paired_compare(per_task[0], per_task[1], paired_metrics(ks), n_boot=n_boot, seed=seed,
+                                       alpha=alpha)
+        if out["paired"]["only_a"] or out["paired"]["only_b"]:
+            out["warnings"].append(f"paired over the {out['paired']['paired_tasks']:,} tasks both runs have; "
+                                   f"{out['paired']['only_a']:,} only in {labels[0]}, {out['paired']['only_b']:,} "
+                                   f"only in {labels[1]} left out")
     return out
 
 
@@ -440,10 +528,28 @@ def render_compare_html(cmp: Mapping[str, Any], plot: str) -> str:
         "<p>No traces beside the reports: per-task flips not computed.</p>"
     warn = "".join(f"<p class='bad'>{html.escape(w)}</p>" for w in cmp["warnings"])
     body = (f"<h1>Compare: {html.escape(la)} → {html.escape(lb)}</h1>{warn}<img alt='success' src='{plot}'>"
-            f"<h2>Tasks that changed</h2>{flip_html}<h2>Metrics (delta = {html.escape(lb)} − {html.escape(la)})</h2>"
+            f"<h2>Tasks that changed</h2>{flip_html}"
+            f"<h2>Paired by task (delta = {html.escape(lb)} − {html.escape(la)})</h2>"
+            f"{_paired_compare_html(cmp.get('paired'), la, lb)}"
+            f"<h2>Metrics (delta = {html.escape(lb)} − {html.escape(la)})</h2>"
             f"{''.join(parts)}<h2>Timing</h2><table><tr><th>what</th><th>{html.escape(la)}</th>"
             f"<th>{html.escape(lb)}</th><th>delta</th></tr>{trow}</table>")
     return _page("Evaluation comparison", body)
+
+
+def _paired_compare_html(p: Mapping[str, Any] | None, la: str, lb: str) -> str:
+    if not p:
+        return "<p>No per-task values beside the reports (per_task.jsonl or traces.jsonl): no paired intervals.</p>"
+    level = round(100 * (1 - p["alpha"]))
+    rows = "".join(
+        f"<tr><td>{html.escape(g)}</td><td>{html.escape(m)}</td><td>{c['n']:,}</td><td>{html.escape(_fmt(c['a']))}</td>"
+        f"<td>{html.escape(_fmt(c['b']))}</td>{_ci_td(c)}</tr>"
+        for g, cells in p["groups"].items() for m in p["metrics"] if (c := cells.get(m)))
+    return (f"<p>{p['paired_tasks']:,} tasks paired by task id; {p['only_a']:,} only in {html.escape(la)} and "
+            f"{p['only_b']:,} only in {html.escape(lb)} (left out). {level} % percentile bootstrap interval of the "
+            f"mean difference ({p['n_boot']:,} resamples of the paired tasks, seed {p['seed']}); * the interval "
+            f"excludes 0.</p><table><tr><th>app/kind</th><th>metric</th><th>n</th><th>{html.escape(la)}</th>"
+            f"<th>{html.escape(lb)}</th><th>delta [{level} % CI]</th></tr>{rows}</table>")
 
 
 def write_compare(cmp: Mapping[str, Any], out: Path) -> dict[str, Path]:

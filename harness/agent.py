@@ -122,6 +122,13 @@ class AppSpec:
     default_budget_ms: float = 3000.0
     max_steps: int = 4
     require_stock: bool = True
+    prompt_tools: bool = True
+    """Render the tools' JSON schemas in every prompt (OpenAI tools format). False = the compact protocol: the
+    model was trained to call the tools, the prompt carries the system prompt alone (the tools stay callable)."""
+
+    def prompt_schemas(self) -> list[dict[str, Any]]:
+        """The tool schemas every prompt lists ([] under the compact protocol)."""
+        return self.tools.schemas() if self.prompt_tools else []
 
 
 # ------------------------------------------------------------------------------------------------ grounding
@@ -472,7 +479,7 @@ class TurnRun:
         still the session's own and fits; else the chat rendered afresh (trimmed to fit, or None)."""
         assert self.loop.model is not None
         app, tok, cfg = self.loop.app, self.loop.model.tokenizer, self.loop.config
-        tools = app.tools.schemas()
+        tools = app.prompt_schemas()
         messages = self.session.messages
         cached = self.session.context
         if cached is not None and cached.upto < len(messages) - 1 \

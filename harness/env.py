@@ -56,6 +56,9 @@ class AppEnv:
     reward_fn: RewardFn
     user_fn: UserFn
     request_fn: RequestFn
+    teacher: Callable[[Episode, Any], str] | None = None
+    """A scripted policy for the cascade's warm-up and RFT: the assistant text to send in an episode's state
+    (``teacher(episode, model_access)``); None = the fallback's retrieval (``training.rl.rollout``)."""
 
 
 def asks_user(final: Final) -> bool:

@@ -105,6 +105,11 @@ class AgentServer:
         sid_map = self.model.sid.sid_map if self.model and self.model.sid else None
         self.apps = {name: ServedApp(spec, AgentLoop(spec, self.model, self._grounder(spec, sid_map), loop_cfg))
                      for name, spec in apps.items()}
+        if self.model is not None:  # what the apps' tools load on first use is loaded now, not in a request's budget
+            for spec in apps.values():
+                warm = getattr(spec.resources, "warm", None)
+                if callable(warm):
+                    warm()
         self.metrics.set_queue_depth_source(lambda: self.front.queue_depth if self.front else 0)
         self._lock = threading.Lock()
         self.reload: Callable[[], int] | None = None

@@ -364,6 +364,12 @@ class Cascade:
             "reward_first": result.history[0].collected_reward if result.history else None,
             "reward_last": result.history[-1].collected_reward if result.history else None}, [self._agent("sft2")])
 
+    def _rl_reward(self) -> dict[str, Any]:
+        """The RL stage's mean collected reward on its own (low-certainty) tasks: first and last update."""
+        manifest = self.cfg.stage_dir("rl") / "manifest.json"
+        counts = json.loads(manifest.read_text()).get("counts", {}) if manifest.is_file() else {}
+        return {k: counts.get(k) for k in ("tasks", "steps", "reward_first", "reward_last")}
+
     def stage_report(self) -> None:
         out = self.cfg.stage_dir("report")
         tasks = self.heldout[:self.cfg.report.max_tasks]
@@ -379,9 +385,31 @@ class Cascade:
             self.progress("report", 1, 3)
         report = {"heldout": [str(p) for p in self.cfg.heldout], "tasks": len(tasks), "agents": rows,
                   "final_beats_seed": {k: rows["final"].get(k, 0.0) > rows["seed_sft"].get(k, 0.0)
-                                       for k in ("success", "recall@10")}}
+                                       for k in ("success", "recall@10")},
+                  "paired": stage_deltas(out, self.cfg.seed), "rl_reward": self._rl_reward()}
         (out / "report.json").write_text(json.dumps(report, indent=1))
         self._manifest("report", self.cfg.report.model_dump(), {"tasks": len(tasks)}, [final])
+
+
+STAGE_PAIRS = (("sft2", "seed_sft"), ("final", "sft2"), ("final", "seed_sft"))
+PAIRED_METRICS = ("success", "ndcg@10", "reward")
+
+
+def stage_deltas(report_dir: Path, seed: int = 0, n_boot: int = 2000) -> dict[str, Any]:
+    """Each later agent against an earlier one on the same held-out tasks (``<report_dir>/<agent>/per_task.jsonl``):
+    ``"sft2 - seed_sft" -> metric -> {a, b, delta, lo, hi, excludes_zero, n}`` over all tasks (paired bootstrap
+    95 % interval of the mean difference, :func:`eval.paired.paired_compare`)."""
+    from eval.paired import read_per_task
+
+    out: dict[str, Any] = {}
+    for later, earlier in STAGE_PAIRS:
+        rows_a, rows_b = read_per_task(report_dir / earlier), read_per_task(report_dir / later)
+        if rows_a and rows_b:
+            from eval.paired import paired_compare
+
+            cmp = paired_compare(rows_a, rows_b, PAIRED_METRICS, n_boot=n_boot, seed=seed)
+            out[f"{later} - {earlier}"] = {m: v for m, v in cmp["groups"].get("all", {}).items() if m != "tasks"}
+    return out
 
 
 def _data_digest(directory: Path) -> str | None:

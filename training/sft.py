@@ -163,9 +163,6 @@ class SFTConfig(BaseModel):
         if self.batch_size % self.workers:
             raise ValueError(f"batch_size {self.batch_size} must be a multiple of workers {self.workers} "
                              "(each worker takes an equal share of every micro-batch)")
-        if self.trajectories_per_task > 0 and self.trajectory_spec is None:
-            raise ValueError("trajectories_per_task > 0 needs trajectory_spec: the app's system prompt and tool "
-                             "schemas (its kit's sft.trajectory_spec())")
         if self.trajectories_per_task == 0:
             self.trajectory_spec = None  # unused: kept out of checkpoints, manifests and the resume check
         return self
@@ -353,6 +350,9 @@ class SFTTrainer:
     def _setup_data(self) -> None:
         cfg = self.cfg
         assert self.tokenizer is not None
+        if cfg.trajectories_per_task > 0 and cfg.trajectory_spec is None:
+            raise SFTError("trajectories_per_task > 0 needs trajectory_spec: the app's system prompt and tool "
+                           "schemas (its kit's sft.trajectory_spec())")
         data = self.source.build(cfg)
         train, dropped = encode_all(self.tokenizer, data.train, cfg.max_seq_len)
         evals, _ = encode_all(self.tokenizer, data.eval[:cfg.eval_max], cfg.max_seq_len)

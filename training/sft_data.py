@@ -92,12 +92,12 @@ class TrajectorySpec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     system_prompt: str = Field(min_length=1, description="The app's system prompt (AppSpec.system_prompt).")
-    tools: list[dict[str, Any]] = Field(min_length=1, description="OpenAI tool schemas, in the order the app "
-                                        "lists them (AppSpec.tools.schemas()).")
+    tools: list[dict[str, Any]] = Field(description="OpenAI tool schemas, in the order the app lists them "
+                                        "(AppSpec.prompt_schemas()); [] = the compact protocol (none rendered).")
 
     @classmethod
     def of(cls, system_prompt: str, tools: list[dict[str, Any]]) -> TrajectorySpec:
-        """From an app's spec: ``TrajectorySpec.of(spec.system_prompt, spec.tools.schemas())``."""
+        """From an app's spec: ``TrajectorySpec.of(spec.system_prompt, spec.prompt_schemas())``."""
         return cls(system_prompt=system_prompt, tools=tools)
 
     def corpus(self) -> list[str]:

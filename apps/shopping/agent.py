@@ -21,15 +21,16 @@ from __future__ import annotations
 import logging
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from apps.shopping.constraints import item_matches
+from apps.shopping.grounding import Lexicon, TopCategories, category_names, ground_budget, ground_find
 from harness.agent import AppSpec, Final, ModelAccess, SidResources, TurnContext, render_ids
 from harness.bm25 import BM25, top_k
 from harness.catalog import CARD_TITLE_CHARS, Catalog, Item, item_card
@@ -49,12 +50,40 @@ SYSTEM_PROMPT = (
     "recommend, taken only from tool results. If the request is too vague to search, ask one short question "
     "with ask_user."
 )
+PLAN_PROMPT = (
+    "You are a shopping assistant. Answer with one tool call: find (category, brand, colour, material, size, "
+    "feature, price_min, price_max: only what the shopper said) shows matching items; find_bundle (slots, "
+    "budget) one item per slot; ask_user (question) when no kind of product is named."
+)
+"""The served prompt of the compact protocol (``AppSpec.prompt_tools`` False): the model was trained on the
+tools, so their JSON schemas (~3k tokens) are not in every prompt; the tools stay callable by name."""
 SID_FALLBACK_MIN_MS = 100.0
 """The fallback uses SID retrieval only with at least this much of the turn's budget left."""
 FALLBACK_ITEMS = 5
+GROUND_WORDS = True
+"""``find`` / ``find_bundle`` ground their arguments in the shopper's words and ask with the first results
+when only a kind of product was named (:mod:`apps.shopping.grounding`); False applies the model's arguments
+as written (the ablation of ``bench/agent.py``)."""
+SEMANTIC_CATEGORIES = True
+"""With ``GROUND_WORDS``: words that name no leaf category get the top-level category closest by meaning
+(MiniLM); False turns that off."""
 
 
 # ------------------------------------------------------------------------------------------------ the index
+FACETS = ("brand", "colour", "material", "size")
+"""The single-valued item attributes ``find`` filters on (exact, case-insensitive)."""
+
+
+def _facet(item: Item, key: str) -> str:
+    value = item.attributes.get(key)
+    return str(value).strip().lower() if value is not None and not isinstance(value, list | dict) else ""
+
+
+def _feature_list(item: Item) -> list[str]:
+    have = item.attributes.get("features", [])
+    return [str(f) for f in have] if isinstance(have, list) else []
+
+
 def _has_run(path: Sequence[str], part: Sequence[str]) -> int:
     """End (exclusive) of the first place ``part`` occurs as a contiguous run in ``path``, else 0."""
     n = len(part)
@@ -79,6 +108,9 @@ class ShoppingIndex:
     rating: np.ndarray  # (N,) float64, unrated = 0
     path_of_row: np.ndarray  # (N,) int64 index into ``paths``
     paths: list[tuple[str, ...]]
+    facets: dict[str, np.ndarray]  # facet name -> (N,) object array of lower-cased values ("" = none)
+    features: list[frozenset[str]]  # per row, the lower-cased ``features`` attribute
+    titles: list[str]  # per row, the item's title
 
     @classmethod
     def build(cls, catalog: Catalog) -> ShoppingIndex:
@@ -92,6 +124,9 @@ class ShoppingIndex:
             stock=np.array([nan if i.stock is None else i.stock for i in items], np.float64),
             rating=np.array([i.rating or 0.0 for i in items], np.float64),
             path_of_row=path_of_row, paths=list(paths),
+            facets={k: np.array([_facet(i, k) for i in items], dtype=object) for k in FACETS},
+            features=[frozenset(f.lower() for f in _feature_list(i)) for i in items],
+            titles=[i.title for i in items],
         )
 
     def _path_matches(self, category: Sequence[str]) -> list[tuple[int, int]]:
@@ -102,6 +137,48 @@ class ShoppingIndex:
             return root
         runs = [(j, _has_run(p, want)) for j, p in enumerate(self._lower_paths)]
         return [(j, end) for j, end in runs if end]
+
+    def knows_category(self, category: Sequence[str]) -> bool:
+        """Whether ``category`` names at least one of the catalog's paths (see the module docstring)."""
+        return bool(self._path_matches(category))
+
+    @cached_property
+    def lexicon(self) -> Lexicon:
+        """The catalog's facet values, for grounding ``find``'s arguments in the shopper's words."""
+        values: dict[str, set[str]] = {k: set(self.facets[k].tolist()) - {""} for k in FACETS}
+        values["feature"] = set().union(*self.features) if self.features else set()
+        titles: dict[str, list[str]] = {}
+        for row, title in enumerate(self.titles):
+            titles.setdefault(self.paths[int(self.path_of_row[row])][-1], []).append(title)
+        return Lexicon.of(values, category_names(titles, [v for vs in values.values() for v in vs]))
+
+    @cached_property
+    def top_categories(self) -> TopCategories:
+        """The top-level category of a request by meaning (MiniLM; loaded on first use, see grounding)."""
+        leaves: dict[str, set[str]] = {}
+        for path in self.paths:
+            leaves.setdefault(path[0], set()).add(path[-1])
+        return TopCategories(leaves, _text_encoder)
+
+    def warm(self) -> None:
+        """Build what ``find`` builds on first use (the lexicon; the sentence encoder when installed), so that
+        no request pays for it (the server calls this at start)."""
+        _ = self.lexicon
+        top_of = _top_of(self)
+        if top_of is not None:
+            top_of("warm up")
+
+    def within(self, category: Any, top: str) -> bool:
+        """Whether every path a ``find`` category names lies under the top-level category ``top``."""
+        parts = _category_list(category)
+        matches = self._path_matches(parts) if parts else []
+        return bool(matches) and all(self.paths[j][0].lower() == top.lower() for j, _ in matches)
+
+    def covers(self, category: Any, leaf: str) -> bool:
+        """Whether a ``find`` category (a name or a path) holds the leaf category named ``leaf``."""
+        parts = _category_list(category)
+        matches = self._path_matches(parts) if parts else []
+        return any(self.paths[j][-1].lower() == leaf.lower() for j, _ in matches)
 
     @cached_property
     def _lower_paths(self) -> list[list[str]]:
@@ -140,6 +217,21 @@ class ShoppingIndex:
         if in_stock:
             ok &= ~(self.stock <= 0)
         return ok
+
+    def facet_mask(self, key: str, value: str) -> np.ndarray:
+        """(N,) bool: rows whose facet ``key`` is ``value`` (case-insensitive)."""
+        return self.facets[key] == value.strip().lower()
+
+    def feature_mask(self, feature: str) -> np.ndarray:
+        """(N,) bool: rows listing ``feature`` (case-insensitive)."""
+        want = feature.strip().lower()
+        return np.fromiter((want in f for f in self.features), bool, len(self.features))
+
+
+def _text_encoder() -> Any:
+    from infra.text_encoder import TextEncoder
+
+    return TextEncoder(batch_size=32)
 
 
 def _index(ctx: TurnContext) -> ShoppingIndex:
@@ -278,6 +370,26 @@ class SidRetrieveArgs(_Args):
     k: int = Field(10, ge=1, le=20, description="How many items to return.")
 
 
+class FindArgs(_Args):
+    category: str | list[str] | None = Field(None, description="The kind of product: a category name, e.g. "
+                                             "'Hiking boots', or a path from the root. Omit for any.")
+    brand: str | None = Field(None, max_length=100, description="Brand the shopper asked for.")
+    colour: str | None = Field(None, max_length=100, description="Colour the shopper asked for.")
+    material: str | None = Field(None, max_length=100, description="Material the shopper asked for.")
+    size: str | None = Field(None, max_length=100, description="Size the shopper asked for.")
+    feature: str | None = Field(None, max_length=100, description="A feature the item must have, e.g. 'waterproof'.")
+    price_min: float | None = Field(None, ge=0, description="Lowest price, inclusive.")
+    price_max: float | None = Field(None, ge=0, description="Highest price, inclusive.")
+    query: str | None = Field(None, max_length=500, description="Words to match; omit to use the shopper's words.")
+    k: int = Field(10, ge=1, le=20, description="How many items to show.")
+
+
+class FindBundleArgs(_Args):
+    slots: list[str | list[str]] = Field(min_length=1, max_length=6, description="One category per item wanted, "
+                                         "e.g. ['Tents', 'Sleeping bags'].")
+    budget: float = Field(gt=0, description="Most the whole bundle may cost.")
+
+
 class GetItemArgs(_Args):
     item_id: str = Field(min_length=1, max_length=256, description="An item id from a tool result.")
 
@@ -331,6 +443,146 @@ def search_catalog(args: SearchArgs, ctx: TurnContext) -> dict[str, Any]:
     if not items:
         raise ToolError("no items match; try other words or looser filters")
     return {"items": [item_card(i) for i in items], **result}
+
+
+_RELAX_ORDER = ("feature", "material", "colour", "size", "brand", "price_min", "category", "price_max")
+"""When nothing meets every filter ``find`` drops filters in this order (least stated first) until items match."""
+
+
+def _category_list(category: str | list[str] | None) -> list[str] | None:
+    if category is None:
+        return None
+    parts = [p.strip() for p in (category.split(">") if isinstance(category, str) else category)]
+    return [p for p in parts if p] or None
+
+
+def _find_mask(index: ShoppingIndex, filters: dict[str, Any]) -> np.ndarray:
+    """(N,) bool: in-stock rows meeting every filter of ``filters`` (FindArgs field -> value)."""
+    ok = index.mask(category=filters.get("category"), price_min=filters.get("price_min"),
+                    price_max=filters.get("price_max"))
+    for key in FACETS:
+        if filters.get(key):
+            ok &= index.facet_mask(key, filters[key])
+    if filters.get("feature"):
+        ok &= index.feature_mask(filters["feature"])
+    return ok
+
+
+def find_items(index: ShoppingIndex, catalog: Catalog, args: FindArgs, query: str) -> tuple[list[Item], list[str]]:
+    """Items for ``args`` best first, and the filters dropped to find any (``_RELAX_ORDER``).
+
+    A named category orders its matches by rating (the shopper named the kind of product: the best of that
+    kind first), then by the words; without one, by BM25 over the words, then rating. A category that names
+    none of the catalog's is dropped, like a filter nothing meets.
+    """
+    filters: dict[str, Any] = {k: v for k, v in args.model_dump(exclude={"query", "k"}).items() if v is not None}
+    dropped: list[str] = []
+    if "category" in filters:
+        filters["category"] = _category_list(filters["category"])
+        if not filters["category"] or not index.knows_category(filters["category"]):
+            filters.pop("category")
+            dropped.append("category")
+    scores = index.bm25.scores(query) if query.strip() else np.zeros(len(index.item_ids))
+    mask = _find_mask(index, filters)
+    for key in _RELAX_ORDER:
+        if mask.any():
+            break
+        if key in filters:
+            filters.pop(key)
+            dropped.append(key)
+            mask = _find_mask(index, filters)
+    rows = np.flatnonzero(mask)
+    if "category" in filters:
+        order = np.lexsort((-scores[rows], -index.rating[rows]))
+    else:
+        order = np.lexsort((-index.rating[rows], -scores[rows]))
+    ids = [index.item_ids[int(r)] for r in rows[order[:2 * args.k]]]
+    return _live(catalog, ids, True)[:args.k], dropped
+
+
+def _filters_text(args: FindArgs) -> str:
+    words = [str(v) for v in (args.feature, args.colour, args.material, args.brand) if v]
+    if args.category:
+        words.append(" > ".join(_category_list(args.category) or []))
+    if args.size:
+        words.append(f"size {args.size}")
+    if args.price_max is not None:
+        words.append(f"up to {args.price_max:g}")
+    if args.price_min is not None:
+        words.append(f"from {args.price_min:g}")
+    return " ".join(words)
+
+
+def find(args: FindArgs, ctx: TurnContext) -> Final:
+    """Search under the shopper's stated filters and show the best matches (ends the turn).
+
+    The filter values are grounded in the shopper's words first (:mod:`apps.shopping.grounding`)."""
+    said = _user_text(ctx)
+    index = _index(ctx)
+    changes: dict[str, str] = {}
+    if GROUND_WORDS:
+        grounded, changes = ground_find(args.model_dump(), said, index.lexicon, index.covers, _top_of(index),
+                                        index.within)
+        try:
+            args = FindArgs.model_validate(grounded)
+        except ValidationError:  # a value from the words FindArgs refuses (e.g. too long): the model's call stands
+            log.warning("grounded find arguments rejected: %s", grounded)
+            changes = {}
+    query = args.query or said
+    items, dropped = find_items(index, ctx.catalog, args, query)
+    ids = [i.item_id for i in items]
+    if not ids:
+        return Final(reply="Sorry, nothing in stock matches that. Could you tell me more about what you need?",
+                     actions=[{"type": "ask_user"}])
+    what = _filters_text(args) or "your request"
+    reply = (f"Here are {len(ids)} options for {what}, best first." if not dropped else
+             f"Nothing matches every detail ({', '.join(dropped)} relaxed); here are the closest options.")
+    data: dict[str, Any] = {"relaxed": dropped} if dropped else {}
+    if changes:
+        data["grounded"] = changes
+    actions: list[dict[str, Any]] = [{"type": "show_items", "item_ids": ids}]
+    question = _clarify(ctx, args, said, index) if GROUND_WORDS else None
+    if question:
+        reply += " " + question
+        actions.append({"type": "ask_user", "question": question})
+    return Final(reply=reply, item_ids=ids, actions=actions, data=data)
+
+
+def _top_of(index: ShoppingIndex) -> Callable[[str], str | None] | None:
+    """The semantic top-category prior, or None where the sentence encoder is not installed."""
+    if not SEMANTIC_CATEGORIES:
+        return None
+    from infra.text_encoder import EncoderUnavailable, model_dir
+
+    try:
+        model_dir()
+    except EncoderUnavailable:
+        return None
+    return index.top_categories
+
+
+def _clarify(ctx: TurnContext, args: FindArgs, said: str, index: ShoppingIndex) -> str | None:
+    """The question to ask with the first results when the shopper's first message names a kind of product
+    and nothing else about it (no brand, colour, material, size, feature or price): which of those matter."""
+    users = [m for m in conversation(ctx.session.messages) if m["role"] == "user"]
+    stated = [k for k in (*FACETS, "feature", "price_min", "price_max") if getattr(args, k) is not None]
+    if len(users) != 1 or stated or not index.lexicon.mentions(said).get("category"):
+        return None
+    return "Any brand, colour or material you prefer, and what is your budget?"
+
+
+def find_bundle(args: FindBundleArgs, ctx: TurnContext) -> Final:
+    """One in-stock item per slot, the best rated set within the budget, shown as a bundle (ends the turn)."""
+    slots = [_category_list(s) or [] for s in args.slots]
+    if any(not s for s in slots):
+        raise ToolError("every slot needs a category name")
+    index = _index(ctx)
+    budget, change = ground_budget(args.budget, _user_text(ctx), index.lexicon) if GROUND_WORDS else (None, None)
+    budget = args.budget if budget is None else budget  # no number in the words: the model's is all there is
+    ids, total = fill_bundle(index, ctx.catalog, slots, budget)
+    reply = f"Here is a bundle within your budget of {budget:g} (total {total:.2f})."
+    return Final(reply=reply, bundles=[ids], actions=[{"type": "show_bundles", "bundles": [ids]}],
+                 data={"grounded": {"budget": change}} if change else {})
 
 
 def sid_retrieve(args: SidRetrieveArgs, ctx: TurnContext) -> dict[str, Any]:
@@ -475,6 +727,10 @@ def respond(args: RespondArgs, ctx: TurnContext) -> Final:
 def shopping_tools() -> ToolRegistry[TurnContext]:
     """The shopping tools, in the order the model sees them."""
     return ToolRegistry[TurnContext]([
+        Tool("find", "Show the best items for the request under the filters the shopper stated (ends your turn).",
+             FindArgs, find),
+        Tool("find_bundle", "Show one item per slot, best rated within a total budget (ends your turn).",
+             FindBundleArgs, find_bundle),
         Tool("search_catalog", "Keyword search of the catalog with category, price and stock filters.",
              SearchArgs, search_catalog),
         Tool("sid_retrieve", "Retrieve items for the conversation by their semantic IDs (the model's own "
@@ -611,6 +867,6 @@ def shopping_app(catalog: Catalog, *, default_budget_ms: float = 3000.0, max_ste
     """The shopping agent over ``catalog``; builds the search index once (BM25 over every item's text)."""
     if not math.isfinite(default_budget_ms) or default_budget_ms <= 0 or max_steps < 1:
         raise ValueError("default_budget_ms must be > 0 and max_steps >= 1")
-    return AppSpec(name="shopping", system_prompt=SYSTEM_PROMPT, tools=shopping_tools(), catalog=catalog,
+    return AppSpec(name="shopping", system_prompt=PLAN_PROMPT, tools=shopping_tools(), catalog=catalog,
                    fallback=fallback, resources=ShoppingIndex.build(catalog), item_check=item_matches,
-                   default_budget_ms=default_budget_ms, max_steps=max_steps)
+                   default_budget_ms=default_budget_ms, max_steps=max_steps, prompt_tools=False)

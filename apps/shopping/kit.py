@@ -7,6 +7,7 @@ from typing import Any
 
 from apps.shopping.agent import shopping_app, sid_resources
 from apps.shopping.env import reward_fn, simulated_user
+from apps.shopping.plan import plan_teacher
 from harness.agent import SidResources
 from harness.catalog import Catalog
 from harness.env import AppEnv
@@ -19,7 +20,8 @@ HERE = Path(__file__).parent
 
 def env(world: Path) -> AppEnv:
     spec = shopping_app(Catalog.load(Path(world) / CATALOG_FILE)[0])
-    return AppEnv(spec=spec, reward_fn=reward_fn(spec.catalog), user_fn=simulated_user, request_fn=request)
+    return AppEnv(spec=spec, reward_fn=reward_fn(spec.catalog), user_fn=simulated_user, request_fn=request,
+                  teacher=plan_teacher)
 
 
 def request(task: Task) -> dict[str, Any]:

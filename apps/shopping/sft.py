@@ -38,10 +38,12 @@ from typing import Any
 
 import numpy as np
 
-from apps.shopping.agent import SYSTEM_PROMPT, shopping_tools
+from apps.shopping.agent import PLAN_PROMPT
 from apps.shopping.constraints import hidden_constraints_text
+from apps.shopping.plan import ASK_USER as PLAN_ASK
+from apps.shopping.plan import clarifying_question, needs_question, plan_call
 from harness.catalog import Catalog, Item, item_card
-from harness.protocol import ToolCall, ToolResult, assistant_message
+from harness.protocol import ToolCall, ToolResult, assistant_message, render_call
 from harness.tasks import Task
 from infra.layout import TASKS_FILE
 from infra.recordio import RecordReader
@@ -79,13 +81,20 @@ def world_corpus(world: Path, spec: TrajectorySpec | None = None, tasks: Path | 
     """Titles, category paths and task messages of a world: what the ``tiny`` base trains its tokenizer on.
 
     With ``spec`` (trajectories are trained) also its system prompt and tool schemas, which every
-    trajectory and every serving prompt carries: ~40 % fewer tokens for them in the tiny vocabulary."""
+    trajectory and every serving prompt carries: ~40 % fewer tokens for them in the tiny vocabulary. Under
+    the compact protocol (no schemas) the system prompt and the calls come once per task, as often as the
+    served episodes carry them, so the tokenizer learns them as whole words."""
     catalog_path, _ = find_catalog(Path(world))
     texts: list[str] = []
     for item in RecordReader(catalog_path, Item):
         texts += [item.title, " > ".join(item.category_path)]
     for task in load_tasks(world, tasks):
         texts += [m.content for m in task.messages]
+        if spec is not None and not spec.tools:  # the compact protocol: what every served episode carries
+            texts += [spec.system_prompt, render_call(*plan_call(task, asked=True))]
+            if needs_question(task):
+                texts += [render_call(*plan_call(task, asked=False)), ToolResult(
+                    name=PLAN_ASK, call_id="c", ok=True, content=_SENT).to_message()["content"]]
     return texts + (spec.corpus() if spec is not None else [])
 
 
@@ -107,7 +116,10 @@ def _pick(templates: Sequence[str], key: str) -> str:
 
 def alignment_examples(items: Sequence[Item], sid_map: SidMap, max_items: int = -1) -> list[ChatExample]:
     """Title <-> SID, SID -> category for ``max_items`` items (-1 = all; a hash-chosen, stable subset),
-    plus attribute -> SID prefix examples over all items. Items without a SID are skipped."""
+    plus attribute -> SID prefix examples over all items; ``max_items`` 0 = none at all (a plan-only model).
+    Items without a SID are skipped."""
+    if max_items == 0:
+        return []
     items = [i for i in items if i.item_id in sid_map]
     chosen = items if max_items < 0 else sorted(items, key=lambda i: unit_hash(i.item_id))[:max_items]
     out: list[ChatExample] = []
@@ -147,17 +159,6 @@ def prefix_examples(items: Sequence[Item], sid_map: SidMap) -> list[ChatExample]
 # ------------------------------------------------------------------------------------------------
 # Intent -> SID
 # ------------------------------------------------------------------------------------------------
-
-
-def clarifying_question(task: Task) -> str:
-    """The assistant's question for a ``multi_turn`` task, from the keys it must clarify (``meta.clarify``)."""
-    clarify = list(task.meta.get("clarify", []))
-    keys = [k for k in clarify if k != "price_max"]
-    budget = "price_max" in clarify or "price_max" in task.hidden
-    if keys:
-        return f"Happy to help! Which {' and '.join(keys)} would you like" + (", and what is your budget?" if budget
-                                                                          else "?")
-    return "Happy to help! What is your budget?" if budget else "Happy to help! Any preferences?"
 
 
 def intent_prompt(task: Task) -> list[dict[str, str]]:
@@ -390,6 +391,27 @@ def trajectory_examples(tasks: Iterable[Task], catalog: Catalog, sid_map: SidMap
     return out
 
 
+def plan_examples(tasks: Iterable[Task], spec: TrajectorySpec, per_task: int = 1) -> list[ChatExample]:
+    """Served-format examples of the compact protocol (kind ``traj_<task kind>``): the system prompt, the user's
+    intent and the one call :func:`apps.shopping.plan.plan_call` gives; ``multi_turn`` tasks first ask (the call,
+    its result and the question as the loop records them) and get the hidden constraints as the next user turn.
+    ``per_task`` repeats each (the calls are deterministic)."""
+    out = []
+    for task in tasks:
+        calls = _Calls()
+        messages: list[dict[str, Any]] = [{"role": "system", "content": spec.system_prompt}]
+        messages += [{"role": m.role, "content": m.content} for m in task.messages if m.role != "system"]
+        if needs_question(task):
+            name, args = plan_call(task, asked=False)
+            assert name == PLAN_ASK
+            messages += calls.turn(name, args, _SENT)
+            messages += [{"role": "assistant", "content": args["question"], "weight": 0},
+                         {"role": "user", "content": hidden_constraints_text(task.hidden)}]
+        messages.append(calls.last(*plan_call(task, asked=True)))
+        out += [ChatExample(messages, TRAJ_PREFIX + task.kind, task.task_id)] * per_task
+    return out
+
+
 def build_shopping_sft(world: Path, sid_dir: Path, *, eval_fraction: float = 0.1, align_items: int = -1,
                        targets_per_task: int = 3, trajectories_per_task: int = 0, spec: TrajectorySpec | None = None,
                        seed: int = 0, tasks_path: Path | None = None) -> SftData:
@@ -399,7 +421,8 @@ def build_shopping_sft(world: Path, sid_dir: Path, *, eval_fraction: float = 0.1
     ``trajectories_per_task`` > 0 needs ``spec`` (the app's system prompt and tool schemas)."""
     if trajectories_per_task > 0 and spec is None:
         raise SftDataError("trajectories need the app's system prompt and tool schemas: pass spec=TrajectorySpec(…)")
-    if spec is not None and trajectories_per_task > 0:
+    compact = spec is not None and not spec.tools  # the served protocol lists no tools: plan examples
+    if spec is not None and trajectories_per_task > 0 and not compact:
         check_spec(spec)
     sid_map = SidMap.load(Path(sid_dir) / SIDS_FILE)
     catalog, _ = Catalog.load(find_catalog(Path(world))[0])
@@ -408,7 +431,13 @@ def build_shopping_sft(world: Path, sid_dir: Path, *, eval_fraction: float = 0.1
     kept = [t for t in tasks if not is_held_out(t.task_id, eval_fraction)]
     train = alignment_examples(list(catalog), sid_map, align_items) + intent_examples(kept, sid_map, targets_per_task)
     evals = intent_examples(held, sid_map, 1)
-    if trajectories_per_task > 0:
+    if trajectories_per_task > 0 and compact:
+        assert spec is not None
+        train += plan_examples(kept, spec, per_task=trajectories_per_task)
+        evals += plan_examples(held, spec)
+        order = {t.task_id: k for k, t in enumerate(held)}
+        evals.sort(key=lambda e: order[e.source])
+    elif trajectories_per_task > 0:
         assert spec is not None
         train += trajectory_examples(kept, catalog, sid_map, spec, per_task=trajectories_per_task, seed=seed)
         evals += trajectory_examples(held, catalog, sid_map, spec, per_task=1, seed=seed)
@@ -425,8 +454,8 @@ KIT_NAME = "shopping"
 
 
 def app_spec() -> TrajectorySpec:
-    """The shopping agent's system prompt and tool schemas, as every served prompt renders them."""
-    return TrajectorySpec.of(SYSTEM_PROMPT, shopping_tools().schemas())
+    """What every served prompt renders: the compact protocol's system prompt and no tool schemas."""
+    return TrajectorySpec.of(PLAN_PROMPT, [])
 
 
 class ShoppingSft:

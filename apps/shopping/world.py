@@ -517,8 +517,15 @@ class TaskBrief:
 
     task_id: str
     text: str
-    leaf: int  # a leaf the shopper browses
-    wanted: list[str]  # item ids that fulfil it (first slot)
+    slots: list[tuple[int, list[str]]]  # per target slot: a leaf the shopper browses, item ids that fill it
+
+    @property
+    def leaf(self) -> int:
+        return self.slots[0][0]
+
+    @property
+    def wanted(self) -> list[str]:
+        return self.slots[0][1]
 
 
 _ASSISTANT = ("Here are a few options for you.", "Sure! Take a look at these.", "I found some matches.",
@@ -550,33 +557,42 @@ def _session_turns(r: random.Random, rng: np.random.Generator, c: Customer, requ
 
 def _session_events(r: random.Random, ix: CatalogIndex, brief: TaskBrief | None, leaf: Leaf, query: str,
                     ts: float, rng: np.random.Generator) -> list[dict[str, Any]]:
+    """Search, then per target slot browse its leaf and maybe cart a wanted item; maybe buy what was carted.
+
+    A bundle shopper browses every slot (fewer random items each) and may cart one item per slot."""
     events: list[dict[str, Any]] = [{"type": "search", "ts": round(ts, 3), "query": query}]
-    pool = ix.by_leaf[leaf.index]
-    browse = [item_id(int(pool[r.randrange(len(pool))])) for _ in range(r.randint(1, 6))] if len(pool) else []
-    wanted = brief.wanted[:3] if brief else []
-    viewed = browse + [w for w in wanted if r.random() < 0.7]
-    r.shuffle(viewed)
-    for iid in viewed:
-        ts += r.uniform(3, 120)
-        events.append({"type": "view", "ts": round(ts, 3), "item_id": iid})
-        if r.random() < 0.35:
-            ts += r.uniform(1, 20)
-            events.append({"type": "click", "ts": round(ts, 3), "item_id": iid})
-    goal = [w for w in wanted if w in viewed]
-    if goal and r.random() < 0.55:
-        ts += r.uniform(5, 60)
-        events.append({"type": "cart", "ts": round(ts, 3), "item_id": goal[0]})
-        if r.random() < 0.65:
+    slots = brief.slots if brief else [(leaf.index, [])]
+    most = 6 if len(slots) == 1 else 3
+    carted: list[str] = []
+    for slot_leaf, slot_wanted in slots:
+        pool = ix.by_leaf[slot_leaf]
+        browse = [item_id(int(pool[r.randrange(len(pool))])) for _ in range(r.randint(1, most))] if len(pool) else []
+        wanted = slot_wanted[:3]
+        viewed = browse + [w for w in wanted if r.random() < 0.7]
+        r.shuffle(viewed)
+        for iid in viewed:
+            ts += r.uniform(3, 120)
+            events.append({"type": "view", "ts": round(ts, 3), "item_id": iid})
+            if r.random() < 0.35:
+                ts += r.uniform(1, 20)
+                events.append({"type": "click", "ts": round(ts, 3), "item_id": iid})
+        goal = [w for w in wanted if w in viewed]
+        if goal and r.random() < 0.55:
+            ts += r.uniform(5, 60)
+            events.append({"type": "cart", "ts": round(ts, 3), "item_id": goal[0]})
+            carted.append(goal[0])
+    if carted and r.random() < 0.65:
+        order = make_order_id(rng)
+        for iid in carted:
             ts += r.uniform(20, 300)
-            events.append({"type": "purchase", "ts": round(ts, 3), "item_id": goal[0],
-                           "order_id": make_order_id(rng)})
+            events.append({"type": "purchase", "ts": round(ts, 3), "item_id": iid, "order_id": order})
     return events
 
 
 def _brief(task: dict[str, Any], ix: CatalogIndex) -> TaskBrief:
-    wanted = task["target"]["slots"][0]
-    first = int(wanted[0].split("-")[1])
-    return TaskBrief(task["task_id"], task["messages"][0]["content"], int(ix.cols.leaf[first]), wanted)
+    """Every target slot with the leaf of its first item (a bundle has one slot per product it needs)."""
+    slots = [(int(ix.cols.leaf[int(ids[0].split("-")[1])]), ids) for ids in task["target"]["slots"] if ids]
+    return TaskBrief(task["task_id"], task["messages"][0]["content"], slots)
 
 
 def _search_query(r: random.Random, leaf: Leaf, brief: TaskBrief | None) -> str:
@@ -643,8 +659,7 @@ def generate_shopping_world(cfg: ShoppingWorldConfig, out: Path, progress: Progr
         for task in iter_tasks(cfg, ix):
             fh.write(json.dumps(task, ensure_ascii=False, separators=(",", ":")) + "\n")
             by_kind[task["kind"]] = by_kind.get(task["kind"], 0) + 1
-            if task["kind"] != "bundle":
-                briefs.append(_brief(task, ix))
+            briefs.append(_brief(task, ix))
             progress(1)
     log_counts = write_logs(cfg, out, ix, briefs, progress)
     counts: dict[str, Any] = {

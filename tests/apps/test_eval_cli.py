@@ -61,14 +61,28 @@ def test_eval_agent_then_compare_with_the_fallback(worlds: dict[str, Path], tiny
     agent_out, fallback_out = tmp_path / "agent", tmp_path / "fallback"
     # the README shape: `sidekick eval AGENT --logs DIR` (short for `eval run`), as a real subprocess
     proc = sidekick("eval", tiny_agent, "--logs", worlds["shopping"], "--limit", 8, "--workers", 4, "--threads", 1,
-                    "--max-turns", 2, "--baselines", "bm25", "--out", agent_out)
+                    "--max-turns", 2, "--baselines", "fallback,bm25", "--n-boot", 500, "--out", agent_out)
     assert proc.returncode == 0, proc.stderr
     said = " ".join(proc.stdout.split())
     assert "wrote" in said and "0 ungrounded items served" in said
+    assert "success: agent vs baselines" in said and "ndcg@10: agent vs baselines" in said and "Δ vs best" in said
     report = json.loads((agent_out / "report.json").read_text())
     assert report["counts"]["tasks"] == 8 and report["meta"]["agent"] == str(tiny_agent)
     assert report["checks"]["served_output_grounded"] and report["overall"]["steps"] > 0
-    assert report["baselines"]["bm25"]["tasks"] == 8
+    assert report["baselines"]["bm25"]["tasks"] == 8 and report["baselines"]["fallback"]["tasks"] == 8
+    assert report["baselines"]["fallback"]["all"]["success"] is not None
+    # the paired section: per kind and overall, the agent against the fallback (success…) and bm25 (ranking)
+    paired = report["paired"]
+    assert paired["baselines"] == ["fallback", "bm25"] and paired["n_boot"] == 500
+    assert set(paired["groups"]) == {"all", *report["by_kind"]}
+    vs_fallback = paired["groups"]["all"]["vs"]["fallback"]["success"]
+    assert vs_fallback["n"] == 8 and vs_fallback["agent"] == report["overall"]["success"]
+    assert vs_fallback["lo"] <= vs_fallback["delta"] <= vs_fallback["hi"]
+    assert vs_fallback["excludes_zero"] == (vs_fallback["lo"] > 0 or vs_fallback["hi"] < 0)
+    assert set(paired["groups"]["all"]["vs"]["bm25"]) == {"ndcg@10", "hit@10", "recall@10"}
+    rows = [json.loads(x) for x in (agent_out / "per_task.jsonl").read_text().splitlines()]
+    assert len(rows) == 8 and all(set(r["values"]) == {"agent", "fallback", "bm25"} for r in rows)
+    assert {"success", "reward", "ndcg@10", "hit@10", "recall@10"} <= set(rows[0]["values"]["fallback"])
     traces = (agent_out / "traces.jsonl").read_text().splitlines()
     assert len(traces) == 8 and json.loads(traces[0])["messages"][0]["role"] == "user"
     assert sorted(_images(agent_out / "report.html")) == ["baselines.png", "latency.png", "success.png"]
@@ -76,17 +90,28 @@ def test_eval_agent_then_compare_with_the_fallback(worlds: dict[str, Path], tiny
         assert (agent_out / src).is_file()
     assert json.loads((agent_out / "manifest.json").read_text())["counts"]["tasks"] == 8
 
-    code, _, err = in_process(capsys, monkeypatch, "eval", "run", "--logs", worlds["shopping"], "--limit", 8,
-                              "--baselines", "none", "--out", fallback_out)
+    # without an agent the fallback is the system under evaluation: as a baseline it is left out, with a note
+    code, _, err = in_process(capsys, monkeypatch, "eval", "run", "--logs", worlds["shopping"], "--limit", 10,
+                              "--baselines", "fallback", "--out", fallback_out)
     assert code == 0, err
     fallback = json.loads((fallback_out / "report.json").read_text())
-    assert fallback["overall"]["degraded"] == 1.0 and fallback["baselines"] == {}
+    assert fallback["overall"]["degraded"] == 1.0 and fallback["baselines"] == {} and fallback["paired"] is None
+    assert "fallback left out" in fallback["baselines_note"]
+    # the agent run's fallback baseline is this very replay, task by task
+    fb_rows = {r["task_id"]: r["values"]["agent"] for r in map(json.loads, (fallback_out / "per_task.jsonl").open())}
+    assert all(fb_rows[r["task_id"]] == r["values"]["fallback"] for r in rows)
 
     code, out, err = in_process(capsys, monkeypatch, "eval", "compare", fallback_out, agent_out, "--out",
-                                tmp_path / "cmp")
+                                tmp_path / "cmp", "--n-boot", 500)
     assert code == 0 and "compare.html" in out, err
+    assert "8 tasks paired, 2 unpaired" in out and "Δ B−A [95% CI]" in out
     cmp = json.loads((tmp_path / "cmp" / "compare.json").read_text())
     assert cmp["labels"] == ["fallback", "agent"] and cmp["flips"]["common_tasks"] == 8
+    assert (cmp["paired"]["paired_tasks"], cmp["paired"]["only_a"], cmp["paired"]["only_b"]) == (8, 2, 0)
+    cell = cmp["paired"]["groups"]["all"]["success"]
+    assert cell["n"] == 8 and cell["b"] == report["overall"]["success"]
+    assert cell["delta"] == pytest.approx(vs_fallback["delta"], abs=1e-6)  # B − A = agent − fallback, too
+    assert any("2 only in fallback" in w for w in cmp["warnings"])
     assert _images(tmp_path / "cmp" / "compare.html") == ["compare.png"]
 
 

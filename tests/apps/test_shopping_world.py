@@ -195,3 +195,22 @@ def test_config_rejects_bad_values(field: str) -> None:
         ShoppingWorldConfig.model_validate({field: -1})
     with pytest.raises(ValueError, match="itemz"):
         ShoppingWorldConfig.model_validate({"itemz": 5})
+
+
+def test_every_task_kind_is_acted_out_with_outcomes(world_dir: Path) -> None:
+    """Bundle tasks too: a bundle shopper browses every slot and carts items of the task's target slots."""
+    sessions, _ = read_records(world_dir / "logs.jsonl", Session)
+    tasks = {t.task_id: t for t in read_records(world_dir / "tasks.jsonl", Task)[0]}
+    with_outcome = Counter(tasks[s.task_id].kind for s in sessions if s.task_id and s.has_outcome)
+    assert set(with_outcome) == {"explicit", "attribute", "vague", "bundle", "multi_turn"}
+    slots_carted = []
+    for s in sessions:
+        if s.task_id and tasks[s.task_id].kind == "bundle":
+            target = tasks[s.task_id].target
+            assert target is not None
+            carted = [e.item_id for e in s.events if e.type == "cart"]
+            assert all(any(i in slot for slot in target.slots) for i in carted)
+            slots_carted.append(sum(any(i in slot for i in carted) for slot in target.slots))
+            bought = [e for e in s.events if e.type == "purchase"]
+            assert [e.item_id for e in bought] in ([], carted) and len({e.order_id for e in bought}) <= 1
+    assert max(slots_carted) >= 2  # a bundle session fills more than one slot

@@ -63,6 +63,11 @@ PLANTED = [
     ("Via Roma 12, 00184 Roma", "<ADDRESS>"),
     ("Springfield, IL 62704 is where I live", "<ADDRESS> is where I live"),
     ("PO Box 4521, Denver, CO 80201", "<ADDRESS>"),
+    ("my office is 12 Main Street, Boston", "my office is <ADDRESS>"),
+    ("office: Calle Mayor 5, 28013 Madrid", "office: <ADDRESS>"),
+    # "office" is an address cue only as "office is" / "office:", not in "office chair"
+    ("looking for office chair my number is 030 68612734 if needed.",
+     "looking for office chair my number is <PHONE> if needed."),
     # order ids
     ("order ORD-2024-123456 and 111-2223334-5556667 and #K7XQ2M9P", "order <ORDER_ID> and <ORDER_ID> and <ORDER_ID>"),
     ("where is my order #ABCDEFGH", "where is my order <ORDER_ID>"),

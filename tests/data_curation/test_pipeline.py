@@ -269,3 +269,92 @@ def test_minilm_selection(world: Path, tmp_path: Path, key_file: Path) -> None:
     shutil.rmtree(tmp_path / "a")
     again = run_curation(cfg, world, tmp_path / "a").report["selection"]
     assert again["kept"] == first["kept"] and again["embed_seconds"] < first["embed_seconds"]
+
+
+def _split_outputs(out: Path) -> tuple[dict[str, list[dict[str, Any]]], dict[str, list[dict[str, Any]]]]:
+    """Per split: the sessions and the tasks written."""
+    def rows(path: Path) -> list[dict[str, Any]]:
+        return [json.loads(x) for x in path.read_text().splitlines()]
+
+    splits = ("train", "val", "test")
+    return ({s: rows(out / s / "logs.jsonl") for s in splits}, {s: rows(out / s / "tasks.jsonl") for s in splits})
+
+
+def _assert_task_split(out: Path, report: dict[str, Any]) -> None:
+    """No task id and no task wording in two splits; the counts match the files."""
+    from data_curation.split import text_family
+
+    sessions, tasks = _split_outputs(out)
+    task_ids = {s: {x["task_id"] for x in rows if x["task_id"]} for s, rows in sessions.items()}
+    families = {s: {text_family(t["messages"][0]["content"]) for t in rows} for s, rows in tasks.items()}
+    for a, b in (("train", "val"), ("train", "test"), ("val", "test")):
+        assert not task_ids[a] & task_ids[b] and not families[a] & families[b], (a, b)
+    for s in sessions:
+        assert {t["task_id"] for t in tasks[s]} == task_ids[s]
+        assert report["splits"][s]["sessions"] == len(sessions[s]) == report["funnel"]["kept"][s]
+        assert report["splits"][s]["tasks"] == len(tasks[s]) == sum(report["splits"][s]["task_kinds"].values())
+    assert report["tasks_in_several_splits"] == 0 and report["funnel"]["balanced"]
+
+
+@pytest.fixture
+def family_world(tmp_path: Path) -> Path:
+    """60 tasks in 20 wording families ("... under 240" / "... under 180"), 3 sessions each, 40 users."""
+    w = tmp_path / "families"
+    w.mkdir()
+    nouns = ["tent", "kettle", "lamp", "desk", "chair", "rug", "pan", "knife", "mug", "sofa", "bike", "drill",
+             "scarf", "boots", "watch", "radio", "pillow", "mirror", "stool", "vase"]
+    tasks, lines = [], []
+    for i in range(60):
+        text = f"{'Looking for' if i % 2 else 'looking for'} a {nouns[i // 3]}, under ${100 + 7 * i}"
+        tasks.append({"task_id": f"t{i:02d}", "app": "shopping", "kind": ("explicit", "vague", "bundle")[i // 3 % 3],
+                      "messages": [{"role": "user", "content": text}],
+                      "target": {"kind": "single", "slots": [[f"sku-{i}"]]}})
+        for _ in range(3):
+            n = len(lines)
+            lines.append(_session(f"s{n:03d}", f"cust-{(7 * n) % 40}", text, (f"sku-{i}",), task=f"t{i:02d}"))
+    lines += [_session(f"n{k}", f"cust-{k}", f"just browsing {nouns[k]}") for k in range(10)]  # no task
+    (w / "logs.jsonl").write_text("\n".join(lines) + "\n")
+    (w / "tasks.jsonl").write_text("".join(json.dumps(t) + "\n" for t in tasks))
+    return w
+
+
+def test_task_split_keeps_tasks_and_wording_families_in_one_split(family_world: Path, tmp_path: Path,
+                                                                  key_file: Path) -> None:
+    cfg = make_config(key_file, tmp_path / "cache", anonymise={"names": "rules"},
+                      dedup={"exact": False, "near": False},
+                      split={"mode": "task", "val_fraction": 0.25, "test_fraction": 0.35})
+    report = run_curation(cfg, family_world, tmp_path / "out").report
+    _assert_task_split(tmp_path / "out", report)
+    sessions, tasks = _split_outputs(tmp_path / "out")
+    assert report["task_groups"] == {"tasks": 60, "groups": 20, "largest": 3}
+    assert all(len(tasks[s]) % 3 == 0 and tasks[s] for s in tasks)  # whole families, every split used
+    assert sum(len(v) for v in sessions.values()) == 190
+    by_task = {t["task_id"]: s for s, rows in tasks.items() for t in rows}
+    assert by_task["t00"] == by_task["t01"] == by_task["t02"]  # "looking for a tent, under $100" / "$107" / …
+    users = {s: {x["user_id"] for x in rows} for s, rows in sessions.items()}
+    assert users["train"] & (users["val"] | users["test"])  # a user may cross splits in task mode
+
+
+def test_task_split_on_generated_world_has_every_kind_in_every_split(world: Path, tmp_path: Path,
+                                                                    key_file: Path) -> None:
+    """Bundle sessions are logged with outcomes, so all five kinds survive require_outcome into every split."""
+    cfg = make_config(key_file, tmp_path / "cache", quality={"require_outcome": True},
+                      split={"mode": "task", "val_fraction": 0.2, "test_fraction": 0.3})
+    report = run_curation(cfg, world, tmp_path / "out").report
+    _assert_task_split(tmp_path / "out", report)
+    for s in ("train", "val", "test"):
+        assert set(report["splits"][s]["task_kinds"]) == {"explicit", "attribute", "vague", "bundle", "multi_turn"}
+
+
+def test_broken_task_split_is_caught(family_world: Path, tmp_path: Path, key_file: Path,
+                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    import numpy as np
+
+    def round_robin(user: np.ndarray, *args: Any) -> np.ndarray:
+        return (np.arange(len(user)) % 3).astype(np.int8)
+
+    monkeypatch.setattr(stages, "assign_task_splits", round_robin)
+    cfg = make_config(key_file, tmp_path / "cache", anonymise={"names": "rules"},
+                      dedup={"exact": False, "near": False}, split={"mode": "task"})
+    with pytest.raises(AssertionError, match="tasks fall in two splits"):
+        run_curation(cfg, family_world, tmp_path / "out")

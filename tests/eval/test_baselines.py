@@ -168,3 +168,13 @@ def test_sasrec_learns_a_pattern_popularity_cannot(tmp_path: Path, monkeypatch: 
     assert sys.argv == ["sidekick", "--epochs=1", "--quick"]
     assert not (tmp_path / "log_tensorboard").exists() and not (tmp_path / "log").exists()
     json.dumps(ranker.info)  # the details go into report.json
+
+
+def test_dense_prepare_embeds_queries_in_one_batch(shop: list[Item], tmp_path: Path) -> None:
+    dense = DenseRanker(shop, cache_dir=tmp_path)
+    queries = [Query(text="a tent to sleep in for two people"), Query(text="hiking shoes that keep my feet dry"),
+               Query(text="  ")]
+    alone = [dense.rank(q, 4) for q in queries]
+    dense.prepare(queries)
+    assert sorted(dense._text_vectors) == sorted(q.text for q in queries[:2])  # blank text: nothing to embed
+    assert [dense.rank(q, 4) for q in queries] == alone and alone[0][0] == "c"

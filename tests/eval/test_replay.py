@@ -16,6 +16,7 @@ import re
 import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from statistics import mean
 from typing import Any
 
 import pytest
@@ -27,6 +28,7 @@ from transformers import PreTrainedTokenizerFast
 from apps.shopping.agent import shopping_app
 from apps.shopping.constraints import hidden_constraints_text
 from apps.shopping.env import reward_fn, simulated_user
+from eval.paired import PER_TASK_FILE, task_values
 from eval.replay import ReplayConfig, ReplayError, TaskResult, replay, replay_task, task_seed
 from eval.report import REPORT_JSON, TRACES_FILE, deterministic_part
 from eval.run import EvalConfig, run_evaluation, score_rankers
@@ -289,3 +291,33 @@ def test_score_rankers_by_hand() -> None:
     bundle = scores["r"]["by_kind"]["shopping/bundle"]  # t1 at rank 3 of {t1, s1}
     assert bundle["recall@5"] == 0.5 and bundle["mrr"] == pytest.approx(1 / 3)
     assert scores["r"]["tasks"] == 2 and scores["r"]["all"]["mrr"] == pytest.approx((0.5 + 1 / 3) / 2)
+
+
+def test_fallback_baseline_replays_without_the_model(world: tuple[dict[str, AppEnv], ModelAccess, list[str]],
+                                                     tmp_path: Path) -> None:
+    apps, model, _ = world
+    tasks = [SINGLE, MULTI, BUNDLE, ASKER]
+    cfg = EvalConfig(workers=2, max_turns=2, max_prompt_tokens=BIG, n_boot=300)
+    ticks: list[int] = []
+    report = run_evaluation(tasks, apps, model, cfg, tmp_path, meta={"agent": "scripted"}, fallback=True,
+                            rankers={"fixed": lambda task, k: ["b1", "t1", "s1", "b2"][:k]}, progress=ticks.append)
+    assert sum(ticks) == 8  # the agent's replay and the fallback's
+    assert list(report["baselines"]) == ["fallback", "fixed"]
+    rows = [json.loads(x) for x in (tmp_path / PER_TASK_FILE).read_text().splitlines()]
+    assert [r["task_id"] for r in rows] == [t.task_id for t in tasks]
+    for task, row in zip(tasks, rows, strict=True):
+        alone = replay_task(task, apps["shopping"], None, cfg)  # `eval run` without an agent, task by task
+        assert row["values"]["fallback"] == task_values(alone.metrics, cfg.ks)
+        assert set(row["values"]) == {"agent", "fallback", "fixed"} and "success" not in row["values"]["fixed"]
+    fb = report["baselines"]["fallback"]
+    assert fb["tasks"] == 4 and fb["all"]["success"] == mean([r["values"]["fallback"]["success"] for r in rows])
+    paired = report["paired"]
+    assert paired["baselines"] == ["fallback", "fixed"] and paired["n_boot"] == 300
+    assert paired["metrics"] == ["success", "reward", "ndcg@10", "hit@10", "recall@10"]
+    cell = paired["groups"]["all"]["vs"]["fallback"]["success"]
+    agent_success = [r["values"]["agent"]["success"] for r in rows]
+    assert cell["n"] == 4 and cell["agent"] == mean(agent_success) == report["overall"]["success"]
+    assert "success" not in paired["groups"]["all"]["vs"]["fixed"]
+    assert set(paired["groups"]) == {"all", *report["by_kind"]}
+    manifest = json.loads((tmp_path / "manifest.json").read_text())
+    assert PER_TASK_FILE in manifest["outputs"]

@@ -108,7 +108,7 @@ def test_bad_arguments_and_unknown_tools_are_error_results(mode: str) -> None:
         assert missing.is_error and "field 'item_id'" in _text(missing)
         unknown = await client.call_tool("delete_catalog", {})
         assert unknown.is_error
-        assert "unknown tool 'delete_catalog'; available: search_catalog" in _text(unknown)
+        assert "unknown tool 'delete_catalog'; available: find, find_bundle, search_catalog" in _text(unknown)
         handler_error = await client.call_tool("get_item", {"item_id": "nope"})
         assert handler_error.is_error and "unknown item id 'nope'" in _text(handler_error)
 

@@ -5,6 +5,7 @@ Run: .venv/bin/python -m pytest tests/training/test_trajectories.py -q
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -302,7 +303,9 @@ def test_the_agent_loop_renders_and_writes_the_same_conversation(
                             for c in _result(m)["items"]])
     engine = ReplayEngine(tok, replies)
     # the default max_prompt_tokens (2048) cuts the left of these prompts: the tools alone are ~1.8k tiny tokens
-    loop = AgentLoop(shopping_app(world.catalog), ModelAccess(engine=engine, tokenizer=tok, sid=sid),
+    # the tool protocol (system prompt + schemas in every prompt), which these trajectories teach
+    tool_app = dataclasses.replace(shopping_app(world.catalog), system_prompt=SYSTEM_PROMPT, prompt_tools=True)
+    loop = AgentLoop(tool_app, ModelAccess(engine=engine, tokenizer=tok, sid=sid),
                      config=LoopConfig(max_prompt_tokens=8192))
     session = SessionState(app="shopping")
     users = [m["content"] for m in ex.messages if m["role"] == "user"]

@@ -30,7 +30,14 @@ import torch
 from harness.agent import ModelAccess, SidResources
 from harness.agent_dir import Agent, agent_engine, load_agent, save_agent
 from harness.env import AppEnv
-from training.rl.rollout import EpisodeJob, EpisodePool, RolloutSettings, run_episodes, teacher_episodes
+from training.rl.rollout import (
+    EpisodeJob,
+    EpisodePool,
+    RolloutSettings,
+    fallback_teacher,
+    run_episodes,
+    teacher_episodes,
+)
 from training.rl.trainer import PolicyTrainer, TrainerSettings, state_from_numpy
 from training.rl.trajectory import Trajectory
 
@@ -76,8 +83,9 @@ class EnvWorker:
         return out
 
     def run_teacher(self, jobs: Sequence[EpisodeJob]) -> list[Trajectory]:
-        """The same episodes acted by the app's retrieval teacher (:func:`~training.rl.rollout.fallback_teacher`)."""
-        return teacher_episodes(jobs, self.app, self.model, self.settings)
+        """The same episodes acted by the app's teacher (``AppEnv.teacher``, else
+        :func:`~training.rl.rollout.fallback_teacher`)."""
+        return teacher_episodes(jobs, self.app, self.model, self.settings, self.app.teacher or fallback_teacher)
 
     def run_all(self, jobs: Sequence[EpisodeJob]) -> list[Trajectory]:
         """Run ``jobs`` to the end in a pool of their own (the probe and evaluations; RL uses :meth:`run`)."""

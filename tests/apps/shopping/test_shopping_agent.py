@@ -233,8 +233,8 @@ def test_loop_out_of_steps_falls_back_to_grounded_items_only(catalog: Catalog, s
 
 def test_app_tools_have_strict_described_schemas(catalog: Catalog) -> None:
     app = shopping_app(catalog)
-    assert app.tools.names == ["search_catalog", "sid_retrieve", "get_item", "rank", "bundle", "cart_add",
-                               "cart_remove", "ask_user", "respond"]
+    assert app.tools.names == ["find", "find_bundle", "search_catalog", "sid_retrieve", "get_item", "rank", "bundle",
+                               "cart_add", "cart_remove", "ask_user", "respond"]
     for schema in app.tools.schemas():
         params = schema["function"]["parameters"]
         assert params.get("additionalProperties") is False, schema["function"]["name"]

@@ -115,10 +115,10 @@ def test_rollout_is_token_in_token_out_and_masks_every_token_the_model_did_not_w
     assert traj.steps == 2 and traj.versions == [7, 7] and traj.reason is None
     # the trajectory is exactly the conversation as the chat template renders it (up to its closing newline)
     system = {"role": "system", "content": app.spec.system_prompt}
-    full = tok.apply_chat_template([system, *traj.messages], tools=app.spec.tools.schemas(), tokenize=False)
+    full = tok.apply_chat_template([system, *traj.messages], tools=app.spec.prompt_schemas(), tokenize=False)
     assert tok.decode(traj.tokens, skip_special_tokens=False) == full.removesuffix("\n")
     # each prompt was the sequence so far, never a re-rendering
-    assert engine.prompts[0] == render_ids(tok, [system, *traj.messages[:1]], app.spec.tools.schemas())
+    assert engine.prompts[0] == render_ids(tok, [system, *traj.messages[:1]], app.spec.prompt_schemas())
     assert engine.prompts[1] == traj.tokens[:len(engine.prompts[1])]
     # mask: 1 exactly on the two completions (with their eos), which carry their log-probs and step index
     policy = [t for t, m in zip(traj.tokens, traj.mask, strict=True) if m]
