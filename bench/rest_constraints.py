@@ -71,8 +71,26 @@ def stated(task: Task, answered: bool) -> dict[str, Any]:
     return c
 
 
-def run(server: ServerProcess, tasks: list[Task], catalog: Catalog, budget_ms: int) -> dict[str, Any]:
+def why_not(item: Any, want: dict[str, Any]) -> str:
+    """The first stated constraint ``item`` breaks (for the failure listing)."""
+    for key in ("category", "attributes", "features", "price_max", "price_min", "in_stock"):
+        if key not in want and key != "in_stock":
+            continue
+        part = {key: want[key]} if key in want else {}
+        if key == "attributes":
+            for k, v in (want.get("attributes") or {}).items():
+                if not item_matches(item, {"attributes": {k: v}, "in_stock": False}):
+                    return f"{k}={v!r} (has {item.attributes.get(k)!r})"
+            continue
+        if not item_matches(item, {**part, "in_stock": want.get("in_stock", True) if key == "in_stock" else False}):
+            return f"{key}={want.get(key, True)!r}"
+    return "?"
+
+
+def run(server: ServerProcess, tasks: list[Task], catalog: Catalog, budget_ms: int,
+        failures: list[str] | None = None) -> dict[str, Any]:
     items_ok = items_all = replies_ok = replies = first_ok = firsts = degraded = turns = 0
+    by_kind: dict[str, list[int]] = {}
     latency: list[float] = []
     with httpx.Client(base_url=server.url, timeout=30.0, trust_env=False) as client:
         for task in tasks:
@@ -80,7 +98,7 @@ def run(server: ServerProcess, tasks: list[Task], catalog: Catalog, budget_ms: i
             r = client.post("/v1/shopping/sessions", json={"message": text, "budget_ms": budget_ms})
             answered = False
             for turn in range(2):
-                if r.status_code != 200:
+                if not r.is_success:
                     raise SystemExit(f"{task.task_id}: HTTP {r.status_code} {r.text[:200]}")
                 body = r.json()
                 turns += 1
@@ -90,6 +108,12 @@ def run(server: ServerProcess, tasks: list[Task], catalog: Catalog, budget_ms: i
                 want = stated(task, answered)
                 ok = [item_matches(catalog[i], want) if i in catalog else False for i in ids]
                 items_ok, items_all = items_ok + sum(ok), items_all + len(ok)
+                kind = by_kind.setdefault(task.kind, [0, 0])
+                kind[0], kind[1] = kind[0] + sum(ok), kind[1] + len(ok)
+                if failures is not None:
+                    failures.extend(f"{task.task_id} [{task.kind}] {text!r} -> {catalog[i].title!r}: "
+                                    f"{why_not(catalog[i], want) if i in catalog else 'unknown item'}"
+                                    for i, good in zip(ids, ok, strict=True) if not good)
                 if ids:
                     replies, replies_ok = replies + 1, replies_ok + all(ok)
                 if turn == 0:
@@ -104,7 +128,8 @@ def run(server: ServerProcess, tasks: list[Task], catalog: Catalog, budget_ms: i
     return {"items_ok": items_ok / max(1, items_all), "items": items_all, "replies_ok": replies_ok / max(1, replies),
             "replies": replies, "first_ok": first_ok / max(1, firsts), "degraded": degraded / max(1, turns),
             "latency_p50_ms": statistics.median(latency) if latency else None,
-            "latency_p95_ms": sorted(latency)[int(0.95 * (len(latency) - 1))] if latency else None}
+            "latency_p95_ms": sorted(latency)[int(0.95 * (len(latency) - 1))] if latency else None,
+            "items_ok_by_kind": {k: round(v[0] / max(1, v[1]), 3) for k, v in sorted(by_kind.items())}}
 
 
 def main() -> None:
@@ -114,6 +139,7 @@ def main() -> None:
     ap.add_argument("--world", type=Path, default=None, help="the world to serve (default: beside --logs)")
     ap.add_argument("--quick", action="store_true", help="the first 100 tasks")
     ap.add_argument("--budget-ms", type=int, default=3000)
+    ap.add_argument("--show", type=int, default=0, help="list the first N agent items that break a constraint")
     ap.add_argument("--out", type=Path, default=ROOT / "bench/results/rest_constraints.json")
     args = ap.parse_args()
     world = args.world or args.logs.parent
@@ -126,7 +152,10 @@ def main() -> None:
             server = start(agent, world, Path(tmp), name.replace(" ", "-"))
             try:
                 t0 = time.perf_counter()
-                results[name] = run(server, tasks, catalog, args.budget_ms)
+                failures: list[str] | None = [] if agent is not None and args.show else None
+                results[name] = run(server, tasks, catalog, args.budget_ms, failures)
+                for line in (failures or [])[: args.show]:
+                    print("  breaks", line)
                 results[name]["seconds"] = round(time.perf_counter() - t0, 1)
             finally:
                 server.stop()
@@ -135,6 +164,9 @@ def main() -> None:
     for name, r in results.items():
         print(f"{name:<10}{r['items_ok']:>10.3f}{r['replies_ok']:>12.3f}{r['first_ok']:>10.3f}{r['degraded']:>10.3f}"
               f"{r['latency_p50_ms']:>9.0f}{r['latency_p95_ms']:>9.0f}")
+    print("items ok by kind:", "; ".join(
+        f"{name}: " + ", ".join(f"{k} {v:.3f}" for k, v in r["items_ok_by_kind"].items())
+        for name, r in results.items()))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"agent": str(args.agent), "logs": str(args.logs), "tasks": len(tasks),
                                     "budget_ms": args.budget_ms, "results": results}, indent=1))

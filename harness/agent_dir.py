@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import shutil
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -102,11 +102,13 @@ class Agent:
 
 
 def save_agent(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, token_map: SidTokenMap, sid_dir: Path,
-               out_dir: Path) -> Path:
+               out_dir: Path, app_files: Mapping[str, str] | None = None) -> Path:
     """Write a normal HF checkpoint directory plus the SID files beside it; returns ``out_dir``.
 
-    Adds ``sid_tokens.json`` (token map), copies of ``sids.jsonl`` and ``labels.json``, and
-    ``agent.json`` (base, dtype, SID levels, created) — written last, so its presence means complete.
+    Adds ``sid_tokens.json`` (token map), copies of ``sids.jsonl`` and ``labels.json``, the app's own files
+    (``app_files``: file name -> text, what the app learnt in training besides the weights, e.g. shopping's
+    ``vocabulary.json``; listed in agent.json, carried on by :func:`agent_app_files`), and ``agent.json``
+    (base, dtype, SID levels, created) — written last, so its presence means complete.
     """
     sid_dir, out_dir = Path(sid_dir), Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -118,6 +120,10 @@ def save_agent(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, token
     for name in (SIDS_FILE, LABELS_FILE):
         if (sid_dir / name).is_file():
             shutil.copyfile(sid_dir / name, out_dir / name)
+    for name, text in (app_files or {}).items():
+        if Path(name).name != name or name in (AGENT_FILE, SIDS_FILE, LABELS_FILE, TOKEN_MAP_FILE):
+            raise ValueError(f"app file name {name!r}: a plain file name, not one of the agent's own files")
+        (out_dir / name).write_text(text)
     info = {
         "format": _AGENT_FORMAT,
         "base": getattr(model.config, BASE_KEY, None) or model.config.name_or_path,
@@ -125,10 +131,17 @@ def save_agent(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, token
         "sid_levels": token_map.depth, "sid_sizes": token_map.sizes,
         "protocol_tokens": list(PROTOCOL_TOKENS),
         "sid_dir": str(sid_dir.resolve()),
+        "app_files": sorted(app_files or {}),
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
     (out_dir / AGENT_FILE).write_text(json.dumps(info, indent=1))
     return out_dir
+
+
+def agent_app_files(agent: Agent) -> dict[str, str]:
+    """The app files an agent directory carries (see :func:`save_agent`), to save with a later stage's agent."""
+    return {name: (agent.path / name).read_text() for name in agent.info.get("app_files", [])
+            if (agent.path / name).is_file()}
 
 
 def load_agent(agent_dir: Path, *, dtype: DtypeName | None = None) -> Agent:

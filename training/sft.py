@@ -232,6 +232,8 @@ class SftSource(Protocol):
     ``corpus(cfg)`` is what the ``tiny`` base trains its tokenizer on (the world's texts and the app's
     prompt and tools); ``build(cfg)`` the train and held-out examples; ``trajectory_spec()`` the app's
     system prompt and tool schemas, which tool-call trajectories are rendered with. Picklable (Ray workers).
+    Optional: ``app_files(cfg) -> {file name: text}``, what the app learns from the same training split besides
+    the weights, saved in the agent directory (e.g. shopping's ``vocabulary.json``).
     """
 
     def corpus(self, cfg: SFTConfig) -> list[str]: ...
@@ -514,7 +516,9 @@ class SFTTrainer:
         model = self.model
         if self.cfg.lora is not None:
             model = copy.deepcopy(model).merge_and_unload()
-        save_agent(model, self.tokenizer, self.token_map, self.cfg.sid, out_dir)
+        app_files = getattr(self.source, "app_files", None)
+        save_agent(model, self.tokenizer, self.token_map, self.cfg.sid, out_dir,
+                   app_files=app_files(self.cfg) if callable(app_files) else None)
         counts: dict[str, Any] = {**self.counts, "steps": self.step, "tokens": self._tokens}
         if self._last_eval is not None:
             counts["eval_loss"] = round(self._last_eval, 5)

@@ -31,6 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from apps.shopping.constraints import item_matches
 from apps.shopping.grounding import Lexicon, TopCategories, category_names, ground_budget, ground_find
+from apps.shopping.vocabulary import Vocabulary, with_vocabulary
 from harness.agent import AppSpec, Final, ModelAccess, SidResources, TurnContext, render_ids
 from harness.bm25 import BM25, top_k
 from harness.catalog import CARD_TITLE_CHARS, Catalog, Item, item_card
@@ -111,6 +112,7 @@ class ShoppingIndex:
     facets: dict[str, np.ndarray]  # facet name -> (N,) object array of lower-cased values ("" = none)
     features: list[frozenset[str]]  # per row, the lower-cased ``features`` attribute
     titles: list[str]  # per row, the item's title
+    vocabulary: Vocabulary | None = None  # learnt in training (see adopt)
 
     @classmethod
     def build(cls, catalog: Catalog) -> ShoppingIndex:
@@ -150,7 +152,9 @@ class ShoppingIndex:
         titles: dict[str, list[str]] = {}
         for row, title in enumerate(self.titles):
             titles.setdefault(self.paths[int(self.path_of_row[row])][-1], []).append(title)
-        return Lexicon.of(values, category_names(titles, [v for vs in values.values() for v in vs]))
+        above = {part for path in self.paths for part in path[:-1]}
+        names = category_names(titles, [v for vs in values.values() for v in vs], reserved=above)
+        return Lexicon.of(values, with_vocabulary(names, self.vocabulary))
 
     @cached_property
     def top_categories(self) -> TopCategories:
@@ -158,7 +162,14 @@ class ShoppingIndex:
         leaves: dict[str, set[str]] = {}
         for path in self.paths:
             leaves.setdefault(path[0], set()).add(path[-1])
-        return TopCategories(leaves, _text_encoder)
+        return TopCategories(leaves, _text_encoder, self.vocabulary.top_examples if self.vocabulary else None)
+
+    def adopt(self, vocabulary: Vocabulary | None) -> None:
+        """Ground ``find`` with the shoppers' vocabulary an agent learnt in training (None: the catalog's
+        names only). Call before serving (the kit does, where the agent is loaded); rebuilt on next use."""
+        self.vocabulary = vocabulary
+        self.__dict__.pop("lexicon", None)
+        self.__dict__.pop("top_categories", None)
 
     def warm(self) -> None:
         """Build what ``find`` builds on first use (the lexicon; the sentence encoder when installed), so that

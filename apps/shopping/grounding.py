@@ -50,12 +50,15 @@ _WORD = re.compile(r"[a-z0-9][a-z0-9'&-]*")
 
 
 def category_names(titles_by_leaf: Mapping[str, Sequence[str]], facet_values: Iterable[str], *,
-                   min_share: float = 0.1, min_precision: float = 0.9) -> dict[str, list[str]]:
+                   reserved: Iterable[str] = (), min_share: float = 0.1,
+                   min_precision: float = 0.9) -> dict[str, list[str]]:
     """Leaf name -> the names its items' titles give it: the leaf's own name (lower-cased), plus every 1-3 word
     n-gram in >= ``min_share`` of its titles and whose uses are >= ``min_precision`` in this leaf, with no facet
     value word and no joining word at either end, and one word only if of 4+ letters (``hiking boots``,
-    ``trekking boots``; not ``boots by``)."""
+    ``trekking boots``; not ``boots by``). ``reserved``: names of the categories above the leaves, never a
+    leaf's name (``office`` in "Vantage Office Chair" names the Office department, not office chairs)."""
     banned = {w for v in facet_values for w in _WORD.findall(v.lower())}
+    taken = {r.strip().lower() for r in reserved}
     per_leaf: dict[str, Counter[str]] = {}
     everywhere: Counter[str] = Counter()
     for leaf, titles in titles_by_leaf.items():
@@ -71,7 +74,8 @@ def category_names(titles_by_leaf: Mapping[str, Sequence[str]], facet_values: It
         names = {leaf.lower()}
         for gram, k in counts.items():
             words = gram.split()
-            if k >= min_share * n and k >= min_precision * everywhere[gram] and words[0] not in _JOINERS \
+            if k >= min_share * n and k >= min_precision * everywhere[gram] and gram not in taken \
+                    and words[0] not in _JOINERS \
                     and words[-1] not in _JOINERS and not any(w in banned or w.isdigit() for w in words) \
                     and (len(words) > 1 or len(gram) >= 4):  # "top" or "tee" alone names too little
                 names.add(gram)
@@ -133,15 +137,33 @@ class Lexicon:
         return {k: list(dict.fromkeys(v for *_, v in sorted(vs))) for k, vs in out.items()}
 
 
+_UNIT = re.compile(r"\s*(?:years?|yrs?|yo|months?|weeks?|days?|hours?|hrs?|kg|lbs?|cm|mm|inch(?:es)?|litres?|liters?|"
+                   r"ml|l|pcs|pieces?|pack|people|persons?|kids|seats?|players?|watts?|w|mah|gb|tb|x)\b")
+_CUE_NUMBER = re.compile(_CEILING.pattern + r"\s*(?:of\s+|about\s+|around\s+|roughly\s+)?\$?(\d+(?:[.,]\d+)?)"
+                         r"(?![\w-]|[.,]\d)", re.IGNORECASE)
+
+
 def prices(text: str, sizes: Sequence[str] = ()) -> list[float]:
-    """Numbers ``text`` states that can be prices: not part of a size the text states (``size 42``, ``65L``)."""
+    """Numbers ``text`` states that can be prices: not part of a size the text states (``size 42``, ``65L``)
+    and not a count or measure (``a 7 year old``, ``2 people``, ``10000 mAh``)."""
     low = text.lower()
     out = []
     for m in _NUMBER.finditer(low):
-        if _CUE_SIZE.search(low[:m.start()]) or m.group(1) in sizes:
+        if _CUE_SIZE.search(low[:m.start()]) or m.group(1) in sizes or _UNIT.match(low, m.end()):
             continue
         out.append(float(m.group(1).replace(",", ".")))
     return out
+
+
+def ceiling(text: str, sizes: Sequence[str] = ()) -> float | None:
+    """The price ceiling ``text`` states: the number right after a ceiling cue ("under $50", "max 100 bucks",
+    "budget of 700"), else its one price number when a cue is anywhere ("50 tops"); None otherwise."""
+    numbers = prices(text, sizes)
+    for m in _CUE_NUMBER.finditer(text):
+        value = float(m.group(m.lastindex or 0).replace(",", "."))
+        if any(_same(value, n) for n in numbers):
+            return value
+    return numbers[0] if len(numbers) == 1 and has_ceiling_cue(text) else None
 
 
 def has_ceiling_cue(text: str) -> bool:
@@ -157,17 +179,29 @@ def _same(a: Any, b: float) -> bool:
 
 class TopCategories:
     """The top-level category a request is closest to by meaning: cosine similarity of sentence embeddings
-    (``encode(texts) -> (N, D)`` L2-normalised rows) between the request and, per top-level category, its name
-    and its leaves' names ("Beauty: cleanser, mascara, serum, ..."). Thread-safe; the encoder runs on first
-    use."""
+    (``encode(texts) -> (N, D)`` L2-normalised rows) between the request and, per top-level category, a
+    prototype: the embedding of its name and its leaves' names ("Beauty: cleanser, mascara, serum, ..."),
+    plus those of the training requests that asked for it without naming a product kind (``examples``,
+    learnt: :mod:`apps.shopping.vocabulary`). Thread-safe; the encoder runs on first use."""
 
-    def __init__(self, leaves_by_top: Mapping[str, Iterable[str]], encoder: Callable[[], Any]) -> None:
+    def __init__(self, leaves_by_top: Mapping[str, Iterable[str]], encoder: Callable[[], Any],
+                 examples: Mapping[str, Sequence[str]] | None = None) -> None:
         self.names = sorted(leaves_by_top)
         self._texts = [f"{top}: " + ", ".join(sorted(leaves_by_top[top])) for top in self.names]
+        self._examples = {top: list((examples or {}).get(top, ())) for top in self.names}
         self._make = encoder
         self._encoder: Any = None
         self._vectors: Any = None
         self._lock = threading.Lock()
+
+    def _prototypes(self) -> Any:
+        import numpy as np
+
+        vectors = np.asarray(self._encoder.encode(self._texts), dtype=np.float32)
+        for j, top in enumerate(self.names):
+            if self._examples[top]:
+                vectors[j] = vectors[j] + np.asarray(self._encoder.encode(self._examples[top])).sum(axis=0)
+        return vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
 
     def __call__(self, text: str) -> str | None:
         if not self.names or not text.strip():
@@ -175,7 +209,8 @@ class TopCategories:
         with self._lock:
             if self._encoder is None:
                 self._encoder = self._make()
-                self._vectors = self._encoder.encode(self._texts)
+            if self._vectors is None:
+                self._vectors = self._prototypes()
             query = self._encoder.encode([text])
         return self.names[int((query @ self._vectors.T).argmax())]
 
@@ -219,29 +254,37 @@ def ground_find(args: Mapping[str, Any], text: str, lexicon: Lexicon,
             out[key] = None
             changes[key] = "dropped"
     numbers = prices(text, said.get("size", []))
+    cap = ceiling(text, said.get("size", []))
     for key in ("price_min", "price_max"):
         given = out.get(key)
         if given is None or any(_same(given, n) for n in numbers):
             continue
         others = [n for n in numbers if not any(_same(out.get(k), n) for k in ("price_min", "price_max"))]
-        if len(others) == 1:
+        if key == "price_max" and cap is not None and any(_same(cap, n) for n in others):
+            out[key] = cap
+            changes[key] = "replaced"
+        elif len(others) == 1:
             out[key] = others[0]
             changes[key] = "replaced"
         else:
             out[key] = None
             changes[key] = "dropped"
-    if out.get("price_max") is None and out.get("price_min") is None and len(numbers) == 1 \
-            and has_ceiling_cue(text):
-        out["price_max"] = numbers[0]
+    if out.get("price_max") is None and out.get("price_min") is None and cap is not None:
+        out["price_max"] = cap
         changes["price_max"] = "added"
     return out, changes
 
 
 def ground_budget(budget: float, text: str, lexicon: Lexicon) -> tuple[float | None, str | None]:
-    """A bundle's budget grounded in ``text``: kept when stated, else the one number the words give, else None."""
-    numbers = prices(text, lexicon.mentions(text).get("size", []))
+    """A bundle's budget grounded in ``text``: kept when stated, else the ceiling the words give (or their one
+    price number), else None."""
+    sizes = lexicon.mentions(text).get("size", [])
+    numbers = prices(text, sizes)
     if any(_same(budget, n) for n in numbers):
         return budget, None
+    cap = ceiling(text, sizes)
+    if cap is not None:
+        return cap, "replaced"
     if len(numbers) == 1:
         return numbers[0], "replaced"
     return None, "dropped"

@@ -5,9 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from apps.shopping.agent import shopping_app, sid_resources
+from apps.shopping.agent import ShoppingIndex, shopping_app, sid_resources
 from apps.shopping.env import reward_fn, simulated_user
 from apps.shopping.plan import plan_teacher
+from apps.shopping.vocabulary import VOCABULARY_FILE, Vocabulary
 from harness.agent import SidResources
 from harness.catalog import Catalog
 from harness.env import AppEnv
@@ -31,7 +32,14 @@ def request(task: Task) -> dict[str, Any]:
 
 
 def sid(app: AppEnv, agent: Any) -> SidResources:
-    """Model-native retrieval: the SID trie over the live catalog for the agent's SID map and tokens."""
+    """Model-native retrieval: the SID trie over the live catalog for the agent's SID map and tokens.
+
+    Wherever an agent is loaded over the app (serve, eval, RL workers) this runs, so it also hands the
+    catalog's index the shoppers' vocabulary the agent learnt in training (``vocabulary.json`` in its
+    directory, :mod:`apps.shopping.vocabulary`; an agent without one grounds with the catalog's names)."""
+    path = Path(getattr(agent, "path", "")) / VOCABULARY_FILE
+    if isinstance(app.spec.resources, ShoppingIndex):
+        app.spec.resources.adopt(Vocabulary.load(path) if path.is_file() else None)
     return sid_resources(app.spec.catalog, agent.sid_map, agent.token_map, agent.sid_start_id, agent.sid_end_id)
 
 

@@ -30,6 +30,7 @@ Tokenising, masking and packing are generic: :mod:`training.sft_data`.
 
 from __future__ import annotations
 
+import logging
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -38,14 +39,16 @@ from typing import Any
 
 import numpy as np
 
-from apps.shopping.agent import PLAN_PROMPT
+from apps.shopping.agent import PLAN_PROMPT, ShoppingIndex
 from apps.shopping.constraints import hidden_constraints_text
 from apps.shopping.plan import ASK_USER as PLAN_ASK
 from apps.shopping.plan import clarifying_question, needs_question, plan_call
+from apps.shopping.vocabulary import VOCABULARY_FILE, Vocabulary, describe, learn, searches
+from data_curation.records import Session
 from harness.catalog import Catalog, Item, item_card
 from harness.protocol import ToolCall, ToolResult, assistant_message, render_call
 from harness.tasks import Task
-from infra.layout import TASKS_FILE
+from infra.layout import LOGS_FILE, TASKS_FILE
 from infra.recordio import RecordReader
 from sid.build import SIDS_FILE, find_catalog
 from sid.codebook import SidMap, sid_string
@@ -60,6 +63,8 @@ from training.sft_data import (
     sid_span,
     unit_hash,
 )
+
+log = logging.getLogger(__name__)
 
 ALIGN_KINDS = ("align_title_sid", "align_sid_title", "align_sid_category", "align_attr_prefix")
 
@@ -467,11 +472,32 @@ class ShoppingSft:
     def corpus(self, cfg: SFTConfig) -> list[str]:
         return world_corpus(cfg.world, cfg.trajectory_spec or app_spec(), cfg.tasks)
 
+    def app_files(self, cfg: SFTConfig) -> dict[str, str]:
+        """The shoppers' vocabulary learnt from the same training tasks and their logged searches."""
+        return {VOCABULARY_FILE: learn_vocabulary(cfg.world, cfg.tasks, cfg.eval_fraction).to_json()}
+
     def build(self, cfg: SFTConfig) -> SftData:
         return build_shopping_sft(cfg.world, cfg.sid, eval_fraction=cfg.eval_fraction, align_items=cfg.align_items,
                                   targets_per_task=cfg.targets_per_task,
                                   trajectories_per_task=cfg.trajectories_per_task,
                                   spec=cfg.trajectory_spec, seed=cfg.seed, tasks_path=cfg.tasks)
+
+
+def learn_vocabulary(world: Path, tasks: Path | None = None, eval_fraction: float = 0.0) -> Vocabulary:
+    """:func:`apps.shopping.vocabulary.learn` over the SFT's training tasks (its own held-out ones left out)
+    and the searches logged beside them (``logs.jsonl`` next to the tasks file, if there is one)."""
+    catalog, _ = Catalog.load(find_catalog(Path(world))[0])
+    index = ShoppingIndex.build(catalog)
+    every = load_tasks(world, tasks)
+    kept = [t for t in every if not is_held_out(t.task_id, eval_fraction)]
+    held = {t.task_id for t in every} - {t.task_id for t in kept}
+    tasks_file = Path(world) / TASKS_FILE if tasks is None else Path(tasks)
+    logs = (tasks_file if tasks_file.is_dir() else tasks_file.parent) / LOGS_FILE
+    sessions = (s for s in RecordReader(logs, Session, skip_bad=True) if s.task_id not in held) \
+        if logs.is_file() and logs.stat().st_size > 0 else ()
+    vocabulary = learn(kept, index.lexicon, index.paths, searches(sessions, catalog))
+    log.info("shopping vocabulary: %s", describe(vocabulary))
+    return vocabulary
 
 
 SOURCE = ShoppingSft()

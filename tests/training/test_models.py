@@ -22,7 +22,16 @@ import torch
 from transformers import LlamaForCausalLM, PreTrainedModel, PreTrainedTokenizerBase, PreTrainedTokenizerFast
 
 import training.models as models
-from harness.agent_dir import AGENT_FILE, SID_END, SID_START, ModelError, load_agent, resolve_dtype, save_agent
+from harness.agent_dir import (
+    AGENT_FILE,
+    SID_END,
+    SID_START,
+    ModelError,
+    agent_app_files,
+    load_agent,
+    resolve_dtype,
+    save_agent,
+)
 from sid.build import LABELS_FILE, REPORT_FILE, SIDS_FILE
 from sid.codebook import SidMap, sid_string
 from sid.tokens import SidTokenMap, sid_vocabulary
@@ -335,6 +344,17 @@ def test_save_and_load_agent_round_trip(tiny: tuple[LlamaForCausalLM, PreTrained
     sid_map = SidMap.load(sid_dir / SIDS_FILE)
     assert agent.sid_map.item_ids == sid_map.item_ids and np.array_equal(agent.sid_map.codes, sid_map.codes)
     assert load_agent(out, dtype="bf16").model.dtype == torch.bfloat16
+    assert agent.info["app_files"] == [] and agent_app_files(agent) == {}
+
+    # an app's own files (what it learnt besides the weights) are saved, listed and carried to the next save
+    out = save_agent(model, tok, token_map, sid_dir, tmp_path / "agent", app_files={"vocabulary.json": "{}"})
+    agent = load_agent(out)
+    assert agent.info["app_files"] == ["vocabulary.json"] and agent_app_files(agent) == {"vocabulary.json": "{}"}
+    again = load_agent(save_agent(model, tok, token_map, sid_dir, tmp_path / "next", app_files=agent_app_files(agent)))
+    assert (again.path / "vocabulary.json").read_text() == "{}"
+    for bad in ("../x.json", AGENT_FILE):
+        with pytest.raises(ValueError, match="app file name"):
+            save_agent(model, tok, token_map, sid_dir, tmp_path / "bad", app_files={bad: "{}"})
 
     (out / AGENT_FILE).unlink()  # what an interrupted save leaves
     with pytest.raises(ModelError, match="not an agent directory"):

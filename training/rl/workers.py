@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 from harness.agent import ModelAccess, SidResources
-from harness.agent_dir import Agent, agent_engine, load_agent, save_agent
+from harness.agent_dir import Agent, agent_app_files, agent_engine, load_agent, save_agent
 from harness.env import AppEnv
 from training.rl.rollout import (
     EpisodeJob,
@@ -135,7 +135,8 @@ class TrainWorker:
         sid_dir = Path(self.agent.info.get("sid_dir") or self.agent.path)
         if not (sid_dir / "sids.jsonl").is_file():
             sid_dir = self.agent.path
-        save_agent(self.agent.model, self.agent.tokenizer, self.agent.token_map, sid_dir, Path(out_dir))
+        save_agent(self.agent.model, self.agent.tokenizer, self.agent.token_map, sid_dir, Path(out_dir),
+                   app_files=agent_app_files(self.agent))
         return Path(out_dir)
 
     def save(self, path: Path, controller: dict[str, Any]) -> Path:

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from apps.shopping.agent import PLAN_PROMPT, shopping_app
-from apps.shopping.grounding import Lexicon, category_names, ground_budget, ground_find, prices
+from apps.shopping.grounding import Lexicon, category_names, ceiling, ground_budget, ground_find, prices
 from apps.shopping.plan import find_arguments, plan_call, plan_teacher
 from apps.shopping.sft import plan_examples
 from harness.agent import Final, TurnContext
@@ -44,9 +44,25 @@ def test_mentions_are_whole_catalog_values(text: str, want: dict[str, list[str]]
     ("boots in size 42 for no more than $89.50.", [89.5]),
     ("between 50 and 100 dollars", [50.0, 100.0]),
     ("a 65L pack", []),
+    ("a present for a 7 year old for less than $35", [35.0]),  # an age, a count, a measure: no price
+    ("a tent for 4 people, 2 kg at most, under 300", [300.0]),
+    ("a 10000 mAh power bank for 40", [40.0]),
 ])
 def test_prices_are_numbers_that_are_not_sizes(text: str, want: list[float]) -> None:
     assert prices(text, LEX.mentions(text).get("size", [])) == want
+
+
+@pytest.mark.parametrize(("text", "want"), [
+    ("office supplies (max 205 bucks)", 205.0),
+    ("2 mugs under 30", 30.0),             # the number after the cue, not the count
+    ("budget of $700 for 3 things", 700.0),
+    ("I can spend about 450", 450.0),
+    ("50 tops", 50.0),                     # the one number, a cue elsewhere
+    ("between 50 and 100", None),          # no cue
+    ("2 mugs and 3 plates", None),
+])
+def test_ceiling_is_the_number_after_a_cue(text: str, want: float | None) -> None:
+    assert ceiling(text) == want
 
 
 def test_ground_find_keeps_what_was_said_and_fixes_the_rest() -> None:
@@ -65,12 +81,18 @@ def test_ground_find_keeps_what_was_said_and_fixes_the_rest() -> None:
     assert ground_find({}, "a red one, max 40", LEX)[0] == {"colour": "red", "price_max": 40.0}
     # two numbers and a wrong bound: nothing to choose by, so the bound goes
     assert ground_find({"price_min": 5}, "between 50 and 100", LEX) == ({"price_min": None}, {"price_min": "dropped"})
+    # an age is no price: the ceiling is the number after the cue, added or put in place of the model's 7
+    present = "a present for a 7 year old for less than $35"
+    assert ground_find({}, present, LEX) == ({"price_max": 35.0}, {"price_max": "added"})
+    assert ground_find({"price_max": 7}, present, LEX) == ({"price_max": 35.0}, {"price_max": "replaced"})
+    assert ground_find({"price_max": 3}, "2 mugs under 30 or 40", LEX)[0] == {"price_max": 30.0}
 
 
 def test_ground_budget() -> None:
     assert ground_budget(300.0, "stuff for our new puppy, about 300", LEX) == (300.0, None)
     assert ground_budget(30.0, "stuff for our new puppy, about 300", LEX) == (300.0, "replaced")
     assert ground_budget(30.0, "stuff for our new puppy", LEX) == (None, "dropped")
+    assert ground_budget(30.0, "things for 2 kids, I can spend about 250", LEX) == (250.0, "replaced")
 
 
 # ------------------------------------------------------------------------------------------------ the tools
@@ -105,6 +127,11 @@ def test_category_names_come_from_the_titles() -> None:
                      "Tent": ["tent"]}
     lex = Lexicon.of({"colour": ["red"]}, names)
     assert lex.mentions("red trekking boots or tents") == {"category": ["Hiking boots", "Tent"], "colour": ["red"]}
+    # a department's name is never a leaf's: "office" in office-chair titles names the Office department
+    chairs = {"Office chair": ["Vantage office chair", "Office chair red", "Kestrel office chair"],
+              "Stapler": ["Nova stapler", "Stapler red"]}
+    assert category_names(chairs, ["Nova", "Vantage", "Kestrel", "red"], min_share=0.5, reserved=["Office"]) \
+        == {"Office chair": ["chair", "office chair"], "Stapler": ["stapler"]}
 
 
 def test_find_grounds_the_category_in_the_words(catalog: Catalog) -> None:

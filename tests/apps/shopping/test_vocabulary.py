@@ -1,0 +1,131 @@
+"""The shoppers' vocabulary learnt from training tasks and logged searches, and the index grounding with it.
+
+Run: .venv/bin/python -m pytest tests/apps/shopping/test_vocabulary.py -q
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from apps.shopping.agent import ShoppingIndex, shopping_app
+from apps.shopping.grounding import TopCategories
+from apps.shopping.vocabulary import Vocabulary, VocabularyError, learn, searches
+from data_curation.records import Event, Session
+from harness.agent import Final, TurnContext
+from harness.budget import Budget
+from harness.catalog import Catalog
+from harness.protocol import ToolCall
+from harness.session import SessionState
+from harness.tasks import Task
+from tests.apps.shopping.conftest import BOOTS, TENTS
+
+
+def _task(n: int, text: str, category: list[str], kind: str = "attribute") -> Task:
+    return Task.model_validate({"task_id": f"t{n}", "app": "shopping", "kind": kind,
+                                "messages": [{"role": "user", "content": text}],
+                                "constraints": {"category": category, "in_stock": True},
+                                "target": {"kind": "set", "slots": [["b1"]]}})
+
+
+TASKS = [
+    _task(1, "any trail shoes below $90?", BOOTS),
+    _task(2, "Looking for black trail shoes, size 42.", BOOTS),
+    _task(3, "cheap gear under 50", BOOTS),            # "cheap gear" is said for boots and tents: no name
+    _task(4, "cheap gear for camping", TENTS),
+    _task(5, "a shelter", TENTS),                      # once only: too little support
+    _task(6, "something for a night under the stars", ["Outdoor"], "vague"),
+    _task(7, "a tent for the weekend", ["Outdoor"], "vague"),  # names a leaf: no meaning example
+]
+
+
+def _session(n: int, *events: tuple[str, str]) -> Session:
+    return Session(session_id=f"s{n}", user_id="u", started_at=0.0, events=[
+        Event(type="search", ts=float(i), query=v) if kind == "search" else Event(type=kind, ts=float(i), item_id=v)
+        for i, (kind, v) in enumerate(events)])
+
+
+def test_searches_pair_a_query_with_the_leaf_of_what_followed(catalog: Catalog) -> None:
+    sessions = [
+        _session(1, ("search", "trail runners"), ("view", "t1"), ("click", "b1"), ("cart", "b2"),
+                 ("search", "tent"), ("click", "t1")),
+        _session(2, ("search", "outdoor stuff"), ("click", "b1"), ("click", "t1")),  # split: no leaf
+        _session(3, ("search", "nothing clicked"), ("view", "b1")),
+    ]
+    assert searches(sessions, catalog) == [("trail runners", BOOTS), ("tent", TENTS)]
+
+
+def test_learn_keeps_pure_phrase_end_names_and_meaning_examples(catalog: Catalog) -> None:
+    index = ShoppingIndex.build(catalog)
+    vocab = learn(TASKS, index.lexicon, index.paths)
+    # "trail shoes" ends a phrase in two boots requests and nowhere else; "shoes" alone needs three
+    assert vocab.leaf_names == {"Hiking boots": ["trail shoes"]}
+    assert vocab.top_examples == {"Outdoor": ["something for a night under the stars"]}
+    # a logged search adds support: "shoes" alone now ends three boots phrases
+    more = learn(TASKS, index.lexicon, index.paths, [("shoes for hiking", BOOTS)])
+    assert more.leaf_names == {"Hiking boots": ["shoes"]}  # the shortest of names holding one another
+    assert learn(TASKS, index.lexicon, index.paths, min_support=3).leaf_names == {}
+
+
+def test_vocabulary_round_trip_and_bad_files(tmp_path: Path) -> None:
+    vocab = Vocabulary(leaf_names={"Hiking boots": ["trail shoes"]}, top_examples={"Outdoor": ["a night out"]})
+    path = tmp_path / "vocabulary.json"
+    path.write_text(vocab.to_json())
+    assert Vocabulary.load(path) == Vocabulary(leaf_names={"Hiking boots": ["trail shoes"]},
+                                               top_examples={"Outdoor": ["a night out"]})
+    path.write_text('{"format": "sidekick.shopping.vocabulary/1", "leaf_names": {"Hiking boots": "trail"}}')
+    with pytest.raises(VocabularyError, match=r"vocabulary.json: field 'leaf_names'"):
+        Vocabulary.load(path)
+    path.write_text("{not json")
+    with pytest.raises(VocabularyError, match="cannot read"):
+        Vocabulary.load(path)
+    path.write_text('{"format": "other"}')
+    with pytest.raises(VocabularyError, match="format 'other'"):
+        Vocabulary.load(path)
+
+
+def _find(app: Any, text: str, **arguments: Any) -> Final:
+    session = SessionState(app="shopping", messages=[{"role": "user", "content": text}])
+    ctx = TurnContext(app=app, session=session, constraints={}, budget=Budget(5000), model=None)
+    result = app.tools.execute(ToolCall(name="find", arguments=arguments), ctx)
+    assert result.ok, result.error
+    assert isinstance(result.content, Final)
+    return result.content
+
+
+def test_an_adopted_vocabulary_grounds_find(catalog: Catalog, monkeypatch: pytest.MonkeyPatch) -> None:
+    import apps.shopping.agent as agent
+
+    monkeypatch.setattr(agent, "SEMANTIC_CATEGORIES", False)  # the words alone
+    app = shopping_app(catalog)
+    before = _find(app, "any trail shoes under 100", category="Tents")
+    assert before.item_ids == ["t2"] and "category" not in before.data["grounded"]  # the model's tent stands
+    app.resources.adopt(Vocabulary(leaf_names={"Hiking boots": ["trail shoes"]}))
+    after = _find(app, "any trail shoes under 100", category="Tents")
+    assert after.item_ids == ["b1", "b2"] and after.data["grounded"]["category"] == "replaced"
+    app.resources.adopt(None)
+    assert _find(app, "any trail shoes under 100", category="Tents").item_ids == ["t2"]
+
+
+class WordCounts:
+    """A sentence encoder over five words (counts, L2-normalised): prototypes computable by hand."""
+
+    WORDS = ("stars", "night", "boots", "knife", "kitchen")
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        rows = np.array([[t.lower().split().count(w) for w in self.WORDS] for t in texts], np.float32)
+        return rows / np.maximum(np.linalg.norm(rows, axis=1, keepdims=True), 1e-12)
+
+
+def test_meaning_examples_join_the_department_prototype() -> None:
+    leaves = {"Outdoor": ["boots"], "Home": ["knife"]}
+    plain = TopCategories(leaves, WordCounts)
+    # "night stars" shares no word with either department's names: both cosines are 0, the first name wins
+    assert plain("night stars") == "Home"
+    taught = TopCategories(leaves, WordCounts, {"Outdoor": ["stars at night"], "Home": ["kitchen"]})
+    # Outdoor's prototype = (boots) + (stars + night)/sqrt(2), normalised: cosine with the query 1/sqrt(2)
+    assert taught("night stars") == "Outdoor"
+    assert taught("a kitchen knife") == "Home"
