@@ -26,6 +26,8 @@ from typing import Any
 from harness.budget import Budget
 from harness.catalog import Catalog, Item
 from harness.protocol import (
+    TOOL_CALL_END,
+    TOOL_CALL_START,
     ParsedReply,
     ToolCall,
     ToolRegistry,
@@ -42,6 +44,7 @@ from sid.tokens import SidTokenMap
 from sid.trie import ItemFilter, SidTrie
 
 _SID_SPAN = re.compile(r"(?:<s\d+_\d+>)+")
+_MARKUP = re.compile(re.escape(TOOL_CALL_START) + "|" + re.escape(TOOL_CALL_END))
 """A SID written out as text: ``<s1_12><s2_200><s3_3><s4_0>`` (or a prefix of one)."""
 
 
@@ -310,7 +313,7 @@ class AgentLoop:
         ok, problems = self.grounder.check(refs, ctx.constraints) if refs else ([], [])
         result.grounding_failures += len(problems)
         ok = list(dict.fromkeys(ok))
-        reply = " ".join(_SID_SPAN.sub(" ", text).split())
+        reply = " ".join(_MARKUP.sub(" ", _SID_SPAN.sub(" ", text)).split())
         if not reply and ok:
             reply = "Here is what I found." if len(ok) == 1 else "Here are some options."
         if not reply:

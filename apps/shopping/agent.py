@@ -30,7 +30,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from apps.shopping.constraints import item_matches
-from apps.shopping.grounding import Lexicon, TopCategories, category_names, ground_budget, ground_find
+from apps.shopping.grounding import Lexicon, Precedents, TopCategories, category_names, ground_budget, ground_find
 from apps.shopping.vocabulary import Vocabulary, with_vocabulary
 from harness.agent import AppSpec, Final, ModelAccess, SidResources, TurnContext, render_ids
 from harness.bm25 import BM25, top_k
@@ -164,12 +164,21 @@ class ShoppingIndex:
             leaves.setdefault(path[0], set()).add(path[-1])
         return TopCategories(leaves, _text_encoder, self.vocabulary.top_examples if self.vocabulary else None)
 
+    @cached_property
+    def bundle_precedents(self) -> Precedents:
+        """The training bundle requests and their slots (learnt; none without a vocabulary), by meaning."""
+        known = {p[-1] for p in self.paths}
+        pairs = [(text, list(slots)) for text, slots in (self.vocabulary.bundles if self.vocabulary else ())
+                 if all(s in known for s in slots)]  # a slot this catalog lacks: not a plan for it
+        return Precedents(pairs, _text_encoder)
+
     def adopt(self, vocabulary: Vocabulary | None) -> None:
         """Ground ``find`` with the shoppers' vocabulary an agent learnt in training (None: the catalog's
         names only). Call before serving (the kit does, where the agent is loaded); rebuilt on next use."""
         self.vocabulary = vocabulary
         self.__dict__.pop("lexicon", None)
         self.__dict__.pop("top_categories", None)
+        self.__dict__.pop("bundle_precedents", None)
 
     def warm(self) -> None:
         """Build what ``find`` builds on first use (the lexicon; the sentence encoder when installed), so that
@@ -178,6 +187,7 @@ class ShoppingIndex:
         top_of = _top_of(self)
         if top_of is not None:
             top_of("warm up")
+            self.bundle_precedents("warm up")
 
     def within(self, category: Any, top: str) -> bool:
         """Whether every path a ``find`` category names lies under the top-level category ``top``."""
@@ -583,17 +593,29 @@ def _clarify(ctx: TurnContext, args: FindArgs, said: str, index: ShoppingIndex) 
 
 
 def find_bundle(args: FindBundleArgs, ctx: TurnContext) -> Final:
-    """One in-stock item per slot, the best rated set within the budget, shown as a bundle (ends the turn)."""
-    slots = [_category_list(s) or [] for s in args.slots]
+    """One in-stock item per slot, the best rated set within the budget, shown as a bundle (ends the turn).
+
+    Grounded like ``find``: the budget in the words; the slots of the closest training bundle request by
+    meaning, when one is close enough (the agent's learnt vocabulary, :mod:`apps.shopping.vocabulary`)."""
+    said = _user_text(ctx)
+    index = _index(ctx)
+    grounded: dict[str, str] = {}
+    names: list[Any] = list(args.slots)
+    precedent = index.bundle_precedents(said) if GROUND_WORDS and _top_of(index) is not None else None
+    if precedent is not None and [s.lower() for s in precedent[0]] \
+            != [(_category_list(s) or [""])[-1].lower() for s in names]:
+        names, grounded["slots"] = list(precedent[0]), "learnt"
+    slots = [_category_list(s) or [] for s in names]
     if any(not s for s in slots):
         raise ToolError("every slot needs a category name")
-    index = _index(ctx)
-    budget, change = ground_budget(args.budget, _user_text(ctx), index.lexicon) if GROUND_WORDS else (None, None)
+    budget, change = ground_budget(args.budget, said, index.lexicon) if GROUND_WORDS else (None, None)
     budget = args.budget if budget is None else budget  # no number in the words: the model's is all there is
+    if change:
+        grounded["budget"] = change
     ids, total = fill_bundle(index, ctx.catalog, slots, budget)
     reply = f"Here is a bundle within your budget of {budget:g} (total {total:.2f})."
     return Final(reply=reply, bundles=[ids], actions=[{"type": "show_bundles", "bundles": [ids]}],
-                 data={"grounded": {"budget": change}} if change else {})
+                 data={"grounded": grounded} if grounded else {})
 
 
 def sid_retrieve(args: SidRetrieveArgs, ctx: TurnContext) -> dict[str, Any]:

@@ -215,6 +215,37 @@ class TopCategories:
         return self.names[int((query @ self._vectors.T).argmax())]
 
 
+_NUMBERS = re.compile(r"\$?\d+(?:[.,]\d+)?")
+
+
+class Precedents:
+    """The closest training request by meaning, and what it asked for: ``(text, answer)`` pairs, compared by
+    cosine similarity of sentence embeddings (numbers left out: a budget is no part of a theme). Used for
+    bundle themes ("stuff for our new puppy" -> its slots). Thread-safe; the encoder runs on first use."""
+
+    def __init__(self, pairs: Sequence[tuple[str, Any]], encoder: Callable[[], Any], min_similarity: float = 0.6):
+        self._texts = [_NUMBERS.sub(" ", t) for t, _ in pairs]
+        self._answers = [a for _, a in pairs]
+        self.min_similarity = min_similarity
+        self._make = encoder
+        self._encoder: Any = None
+        self._vectors: Any = None
+        self._lock = threading.Lock()
+
+    def __call__(self, text: str) -> tuple[Any, float] | None:
+        """The answer of the closest request and its similarity, or None when none is >= ``min_similarity``."""
+        if not self._texts or not text.strip():
+            return None
+        with self._lock:
+            if self._encoder is None:
+                self._encoder = self._make()
+                self._vectors = self._encoder.encode(self._texts)
+            query = self._encoder.encode([_NUMBERS.sub(" ", text)])
+        sims = (query @ self._vectors.T)[0]
+        best = int(sims.argmax())
+        return (self._answers[best], float(sims[best])) if sims[best] >= self.min_similarity else None
+
+
 def ground_find(args: Mapping[str, Any], text: str, lexicon: Lexicon,
                 covers: Callable[[Any, str], bool] | None = None,
                 top_of: Callable[[str], str | None] | None = None,

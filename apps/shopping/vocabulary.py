@@ -18,7 +18,11 @@ workers) the kit hands it to the catalog's index (:meth:`ShoppingIndex.adopt
   the catalog already has; of names holding one another the shortest;
 * ``top_examples``: top-level category -> training requests whose answer key is only that department
   (vague requests); they join the department's name in its meaning prototype (:class:`TopCategories
-  <apps.shopping.grounding.TopCategories>`).
+  <apps.shopping.grounding.TopCategories>`);
+* ``bundles``: ``(request, slot leaves)`` of the training bundle requests ("stuff for our new puppy" ->
+  dog bed, leash, collar, toy, food): ``find_bundle`` takes the slots of the closest one by meaning when it
+  is close enough (:class:`Precedents <apps.shopping.grounding.Precedents>`), else the model's. A theme no
+  training request had keeps the model's slots.
 
 Held-out tasks never feed it: it is learnt from the SFT run's training tasks only.
 """
@@ -52,10 +56,12 @@ class VocabularyError(ValueError):
 class Vocabulary:
     leaf_names: Mapping[str, Sequence[str]] = field(default_factory=dict)
     top_examples: Mapping[str, Sequence[str]] = field(default_factory=dict)
+    bundles: Sequence[tuple[str, Sequence[str]]] = ()
 
     def to_json(self) -> str:
         return json.dumps({"format": _FORMAT, "leaf_names": {k: list(v) for k, v in sorted(self.leaf_names.items())},
-                           "top_examples": {k: list(v) for k, v in sorted(self.top_examples.items())}}, indent=1)
+                           "top_examples": {k: list(v) for k, v in sorted(self.top_examples.items())},
+                           "bundles": [[text, list(slots)] for text, slots in self.bundles]}, indent=1)
 
     @classmethod
     def load(cls, path: Path) -> Vocabulary:
@@ -74,7 +80,13 @@ class Vocabulary:
                     for k, v in part.items()):
                 raise VocabularyError(f"{path}: field {key!r} must map names to lists of strings")
             out[key] = part
-        return cls(leaf_names=out["leaf_names"], top_examples=out["top_examples"])
+        bundles = raw.get("bundles", [])
+        if not isinstance(bundles, list) or not all(
+                isinstance(b, list) and len(b) == 2 and isinstance(b[0], str) and isinstance(b[1], list)
+                and b[1] and all(isinstance(x, str) for x in b[1]) for b in bundles):
+            raise VocabularyError(f"{path}: field 'bundles' must list [request, [slot leaf, ...]] pairs")
+        return cls(leaf_names=out["leaf_names"], top_examples=out["top_examples"],
+                   bundles=[(text, list(slots)) for text, slots in bundles])
 
 
 def _first_request(task: Task) -> str | None:
@@ -115,7 +127,13 @@ def learn(tasks: Iterable[Task], lexicon: Lexicon, paths: Sequence[Sequence[str]
     per_leaf: dict[str, Counter[str]] = {}
     everywhere: Counter[str] = Counter()
     examples: dict[str, list[str]] = {}
-    requests = [(_first_request(t), t.constraints.get("category")) for t in tasks if t.app == "shopping"]
+    tasks = [t for t in tasks if t.app == "shopping"]
+    requests = [(_first_request(t), t.constraints.get("category")) for t in tasks]
+    bundles: dict[str, list[str]] = {}
+    for task in tasks:
+        text, slots = _first_request(task), task.constraints.get("slots")
+        if text and isinstance(slots, list) and slots and all(isinstance(s, list) and s for s in slots):
+            bundles.setdefault(text, [str(s[-1]) for s in slots])
     for text, category in [*requests, *queries]:
         if text is None:
             continue
@@ -145,7 +163,7 @@ def learn(tasks: Iterable[Task], lexicon: Lexicon, paths: Sequence[Sequence[str]
                 if not any(_holds(g, shorter) for shorter in found if shorter != g and len(shorter) < len(g))]
         if kept:
             names[leaf] = kept
-    return Vocabulary(leaf_names=names, top_examples=examples)
+    return Vocabulary(leaf_names=names, top_examples=examples, bundles=list(bundles.items())[:max_examples])
 
 
 _BREAK = re.compile(r"[^\w\s'&-]|(?<![\w-])(?:" + "|".join(sorted(_JOINERS | _STOPS)) + r")(?![\w-])")
@@ -178,4 +196,4 @@ def with_vocabulary(categories: Mapping[str, Iterable[str]], vocabulary: Vocabul
 def describe(vocabulary: Vocabulary) -> dict[str, Any]:
     """Counts for logs and manifests."""
     return {"leaf_names": sum(len(v) for v in vocabulary.leaf_names.values()),
-            "top_examples": sum(len(v) for v in vocabulary.top_examples.values())}
+            "top_examples": sum(len(v) for v in vocabulary.top_examples.values()), "bundles": len(vocabulary.bundles)}

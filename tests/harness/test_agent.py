@@ -246,7 +246,8 @@ def test_sids_written_as_text_are_grounded_items_and_cut_from_the_reply(scripted
     from sid.codebook import SidMap
 
     sid_map = SidMap(["a", "b", "sold", "k"], np.array([[0, 0], [0, 1], [1, 0], [2, 0]]))
-    engine = scripted(["Try <s1_0><s2_0> or <s1_0><s2_1> <s1_1><s2_0> <s1_9><s2_9>", "<s1_2><s2_0>", "<s1_1><s2_0>"])
+    engine = scripted(["Try <s1_0><s2_0> or <s1_0><s2_1> <s1_1><s2_0> <s1_9><s2_9>", "<s1_2><s2_0>", "<s1_1><s2_0>",
+                       "</tool_call>"])
     app = make_app()
     loop = AgentLoop(app, ModelAccess(engine=engine, tokenizer=engine.tokenizer),
                      Grounder(CATALOG, sid_map, _price_ok))
@@ -258,3 +259,5 @@ def test_sids_written_as_text_are_grounded_items_and_cut_from_the_reply(scripted
     assert only_sid.final.item_ids == ["k"] and only_sid.final.reply == "Here is what I found."
     nothing = loop.run_turn(SessionState(app="shopping"), "the sold one")  # only an ungrounded SID: nothing to show
     assert nothing.degraded and nothing.reason == "empty_reply" and "sold" not in nothing.final.item_ids
+    stray = loop.run_turn(SessionState(app="shopping"), "a lamp")  # a lone protocol tag is nothing to read either
+    assert stray.degraded and stray.reason == "empty_reply" and "tool_call" not in stray.final.reply

@@ -5,6 +5,7 @@ Run: .venv/bin/python -m pytest tests/apps/shopping/test_vocabulary.py -q
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,7 @@ import numpy as np
 import pytest
 
 from apps.shopping.agent import ShoppingIndex, shopping_app
-from apps.shopping.grounding import TopCategories
+from apps.shopping.grounding import Precedents, TopCategories
 from apps.shopping.vocabulary import Vocabulary, VocabularyError, learn, searches
 from data_curation.records import Event, Session
 from harness.agent import Final, TurnContext
@@ -21,7 +22,7 @@ from harness.catalog import Catalog
 from harness.protocol import ToolCall
 from harness.session import SessionState
 from harness.tasks import Task
-from tests.apps.shopping.conftest import BOOTS, TENTS
+from tests.apps.shopping.conftest import BAGS, BOOTS, TENTS
 
 
 def _task(n: int, text: str, category: list[str], kind: str = "attribute") -> Task:
@@ -39,6 +40,10 @@ TASKS = [
     _task(5, "a shelter", TENTS),                      # once only: too little support
     _task(6, "something for a night under the stars", ["Outdoor"], "vague"),
     _task(7, "a tent for the weekend", ["Outdoor"], "vague"),  # names a leaf: no meaning example
+    Task.model_validate({"task_id": "t8", "app": "shopping", "kind": "bundle",
+                         "messages": [{"role": "user", "content": "all for a night out, about 300"}],
+                         "constraints": {"slots": [TENTS, BAGS], "budget": 300.0, "in_stock": True},
+                         "target": {"kind": "bundle", "slots": [["t1"], ["s1"]]}}),
 ]
 
 
@@ -64,6 +69,7 @@ def test_learn_keeps_pure_phrase_end_names_and_meaning_examples(catalog: Catalog
     # "trail shoes" ends a phrase in two boots requests and nowhere else; "shoes" alone needs three
     assert vocab.leaf_names == {"Hiking boots": ["trail shoes"]}
     assert vocab.top_examples == {"Outdoor": ["something for a night under the stars"]}
+    assert vocab.bundles == [("all for a night out, about 300", ["Tents", "Sleeping bags"])]
     # a logged search adds support: "shoes" alone now ends three boots phrases
     more = learn(TASKS, index.lexicon, index.paths, [("shoes for hiking", BOOTS)])
     assert more.leaf_names == {"Hiking boots": ["shoes"]}  # the shortest of names holding one another
@@ -71,11 +77,14 @@ def test_learn_keeps_pure_phrase_end_names_and_meaning_examples(catalog: Catalog
 
 
 def test_vocabulary_round_trip_and_bad_files(tmp_path: Path) -> None:
-    vocab = Vocabulary(leaf_names={"Hiking boots": ["trail shoes"]}, top_examples={"Outdoor": ["a night out"]})
+    vocab = Vocabulary(leaf_names={"Hiking boots": ["trail shoes"]}, top_examples={"Outdoor": ["a night out"]},
+                       bundles=[("camping kit", ["Tents", "Sleeping bags"])])
     path = tmp_path / "vocabulary.json"
     path.write_text(vocab.to_json())
-    assert Vocabulary.load(path) == Vocabulary(leaf_names={"Hiking boots": ["trail shoes"]},
-                                               top_examples={"Outdoor": ["a night out"]})
+    assert Vocabulary.load(path) == vocab
+    path.write_text('{"format": "sidekick.shopping.vocabulary/1", "bundles": [["camping kit", []]]}')
+    with pytest.raises(VocabularyError, match="field 'bundles'"):
+        Vocabulary.load(path)
     path.write_text('{"format": "sidekick.shopping.vocabulary/1", "leaf_names": {"Hiking boots": "trail"}}')
     with pytest.raises(VocabularyError, match=r"vocabulary.json: field 'leaf_names'"):
         Vocabulary.load(path)
@@ -116,7 +125,7 @@ class WordCounts:
     WORDS = ("stars", "night", "boots", "knife", "kitchen")
 
     def encode(self, texts: list[str]) -> np.ndarray:
-        rows = np.array([[t.lower().split().count(w) for w in self.WORDS] for t in texts], np.float32)
+        rows = np.array([[re.findall(r"[a-z]+", t.lower()).count(w) for w in self.WORDS] for t in texts], np.float32)
         return rows / np.maximum(np.linalg.norm(rows, axis=1, keepdims=True), 1e-12)
 
 
@@ -129,3 +138,29 @@ def test_meaning_examples_join_the_department_prototype() -> None:
     # Outdoor's prototype = (boots) + (stars + night)/sqrt(2), normalised: cosine with the query 1/sqrt(2)
     assert taught("night stars") == "Outdoor"
     assert taught("a kitchen knife") == "Home"
+
+
+def test_precedents_answer_with_the_closest_request_above_the_bar() -> None:
+    pairs = [("stars at night, 200", ["Tents", "Sleeping bags"]), ("a kitchen knife", ["Knives"])]
+    near = Precedents(pairs, WordCounts, min_similarity=0.45)
+    assert near("night under the stars for 300") == (["Tents", "Sleeping bags"], pytest.approx(1.0))
+    # "boots night": cosine 1/2 with the first (one shared word of two, each side): above the bar
+    assert near("boots night") == (["Tents", "Sleeping bags"], pytest.approx(0.5))
+    assert near("boots") is None and near("  ") is None
+
+
+def test_find_bundle_takes_the_slots_of_a_close_training_bundle(catalog: Catalog,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    import apps.shopping.agent as agent
+
+    monkeypatch.setattr(agent, "_text_encoder", WordCounts)
+    app = shopping_app(catalog)
+    session = SessionState(app="shopping", messages=[{"role": "user", "content": "stars at night stuff, 300"}])
+    ctx = TurnContext(app=app, session=session, constraints={}, budget=Budget(5000), model=None)
+    call = ToolCall(name="find_bundle", arguments={"slots": ["Hiking boots"], "budget": 300})
+    plain = app.tools.execute(call, ctx).content
+    assert isinstance(plain, Final) and [len(b) for b in plain.bundles] == [1] and not plain.data
+    app.resources.adopt(Vocabulary(bundles=[("a night under the stars", ["Tents", "Sleeping bags"])]))
+    taught = app.tools.execute(call, ctx).content
+    assert isinstance(taught, Final) and taught.data == {"grounded": {"slots": "learnt"}}
+    assert [catalog[i].category_path for i in taught.bundles[0]] == [TENTS, BAGS]
