@@ -6,11 +6,13 @@
 One process, the same tasks for every row (``sidekick eval``'s replay in the harness, greedy):
 
 * ``fallback`` (the app's no-model answer: BM25 under the request), ``bm25`` and ``dense`` (MiniLM) rankers;
-* the agent three ways, one change at a time (``apps.shopping.agent`` switches):
+* the agent four ways, one change at a time (``apps.shopping.agent`` and ``apps.shopping.kit`` switches):
   ``model only`` (its ``find`` / ``find_bundle`` arguments applied as written), ``+ words`` (arguments
-  grounded in the shopper's words: facet values, prices, leaf category names; the first results of a bare
-  product name come with a question), ``+ meaning`` (words naming no leaf get the top-level category
-  closest by MiniLM similarity: the served default).
+  grounded in the shopper's words against the catalog's own names: facet values, prices, leaf category
+  names; the first results of a bare product name come with a question), ``+ meaning`` (words naming no
+  leaf get the top-level category closest by MiniLM similarity), ``+ learnt`` (the vocabulary the agent
+  learnt from its training tasks and logged searches, ``vocabulary.json``: shoppers' names for leaves,
+  department examples, bundle themes; the served default).
 
 Per row and kind: success and NDCG@10; the agent rows with the paired bootstrap 95 % CI of the difference
 to the best baseline of that kind. Also turn latency p50/p95 per row. JSON: bench/results/agent.json.
@@ -30,20 +32,24 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import apps.shopping.agent as shopping_agent  # noqa: E402
+import apps.shopping.kit as shopping_kit  # noqa: E402
 from apps.evaluate import evaluate  # noqa: E402
 from eval.run import EvalConfig  # noqa: E402
 
-VARIANTS = {"model only": (False, False), "+ words": (True, False), "+ meaning": (True, True)}
+VARIANTS = {"model only": (False, False, False), "+ words": (True, False, False), "+ meaning": (True, True, False),
+            "+ learnt": (True, True, True)}
 METRICS = ("success", "ndcg@10")
 
 
 def _run(agent: Path, logs: Path, out: Path, cfg: EvalConfig, baselines: list[str], words: bool,
-         meaning: bool) -> dict[str, Any]:
+         meaning: bool, learnt: bool) -> dict[str, Any]:
     shopping_agent.GROUND_WORDS, shopping_agent.SEMANTIC_CATEGORIES = words, meaning
+    shopping_kit.LEARNT_VOCABULARY = learnt
     try:
         return evaluate(agent, logs, out, cfg, baselines=baselines)
     finally:
         shopping_agent.GROUND_WORDS, shopping_agent.SEMANTIC_CATEGORIES = True, True
+        shopping_kit.LEARNT_VOCABULARY = True
 
 
 def _cell(group: dict[str, Any], metric: str) -> dict[str, Any]:
@@ -69,10 +75,9 @@ def main() -> None:
     rows: dict[str, Any] = {}
     baselines: dict[str, dict[str, dict[str, float | None]]] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        for i, (name, (words, meaning)) in enumerate(VARIANTS.items()):
+        for i, (name, switches) in enumerate(VARIANTS.items()):
             t0 = time.perf_counter()
-            report = _run(args.agent, args.logs, Path(tmp) / str(i), cfg, ["fallback", "bm25", "dense"], words,
-                          meaning)
+            report = _run(args.agent, args.logs, Path(tmp) / str(i), cfg, ["fallback", "bm25", "dense"], *switches)
             groups = report["paired"]["groups"]
             turn = report["timing"]["turn_latency_ms"]
             rows[name] = {"groups": {g: {m: _cell(v, m) for m in METRICS} for g, v in groups.items()},

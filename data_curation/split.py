@@ -6,8 +6,9 @@
   (a quantile cut of ``started_at``); earlier sessions of users who appear in test are dropped
   (``user_in_test``) so no user crosses splits; the remaining users go to val / train by u.
 - ``task`` mode: tasks are grouped by the *wording family* of their text (:func:`text_family`:
-  case, punctuation, spacing and numbers folded, so "a kitchen upgrade, under 240" and "A kitchen
-  upgrade under $180" are one family), optionally joining families that are near-duplicates
+  price clauses and opening request words dropped, case, punctuation, spacing and numbers folded, so
+  "a kitchen upgrade, under 240", "I need a kitchen upgrade, total budget $180" and "a kitchen upgrade"
+  are one family), optionally joining families that are near-duplicates
   (MinHash, :class:`data_curation.dedup.NearDupIndex`). Within each task kind, groups are taken
   in the order of a seeded hash of their key and dealt out by quota: a group goes to test while
   the middle of its tasks falls in the first ``test_fraction`` of the kind's tasks, then to val
@@ -49,10 +50,27 @@ def unit_hash(keys: np.ndarray, seed: int) -> np.ndarray:
     return (mixed >> np.uint64(11)).astype(np.float64) / float(1 << 53)
 
 
+_MONEY = r"(?:[$€£]\s*)?\d[\d.,]*\s*(?:dollars|bucks|usd|eur|euros|gbp|[$€£])?"
+_PRICE_CLAUSE = re.compile(
+    r"\b(?:total\s+)?(?:for\s+)?(?:under|below|less than|no more than|not over|max(?:imum)?|budget(?:\s+(?:of|is))?|"
+    r"up to|at most|within|cheaper than|about|around|(?:i can\s+)?spend(?:\s+(?:about|around|up to))?)\s*"
+    + _MONEY + r"(?:\s+(?:max(?:imum)?|tops|or less))?|" + _MONEY + r"\s+(?:max(?:imum)?|tops|or less)\b|"
+    r"\(\s*max\s+" + _MONEY + r"\s*\)|\bi can\b(?=\s*[.?!]?\s*$)", re.IGNORECASE)
+_OPENING = re.compile(
+    r"^\s*(?:(?:hi|hey|hello|please|so|ok|okay)\b[\s,!.]*|"
+    r"(?:i need|i want(?: to buy)?|i'?m looking for|i am looking for|"
+    r"looking for|i'?m after|help me (?:get|find|pick)|can you (?:put together|help me find|find me|find|recommend)|"
+    r"could you (?:find|recommend)|do you have|got any|any|find me|show me|a|an|the|some)\b[\s,]*)+", re.IGNORECASE)
+
+
 def text_family(text: str) -> str:
-    """The wording family of a text: every number (``1,299.99``, ``240``) written as 0, then
-    case-folded, punctuation dropped and spacing collapsed (:func:`data_curation.dedup.normalise_text`)."""
-    return normalise_text(_NUMBER.sub("0", text))
+    """The wording family of a text: what it asks, without how. Price clauses (``under $240``, ``total
+    budget 700``, ``(max 90 bucks)``, ``I can spend about 300``) and the opening request words (``I need``,
+    ``help me get``, ``can you put together``, ``any``) are dropped, every other number (``size 42``) is
+    written as 0, then case, punctuation and spacing are folded (:func:`data_curation.dedup.normalise_text`):
+    "I need a kitchen upgrade, total budget $240" and "help me get a kitchen upgrade for under 180 dollars"
+    are one family, "any kitchen upgrade?" too."""
+    return normalise_text(_NUMBER.sub("0", _OPENING.sub("", _PRICE_CLAUSE.sub(" ", text))))
 
 
 def _key(text: str) -> int:

@@ -17,6 +17,8 @@ from harness.tasks import Task
 from infra.layout import CATALOG_FILE
 
 HERE = Path(__file__).parent
+LEARNT_VOCABULARY = True
+"""Whether a loaded agent's ``vocabulary.json`` grounds the tools (off: the catalog's names only; bench/agent.py)."""
 
 
 def env(world: Path) -> AppEnv:
@@ -39,7 +41,7 @@ def sid(app: AppEnv, agent: Any) -> SidResources:
     directory, :mod:`apps.shopping.vocabulary`; an agent without one grounds with the catalog's names)."""
     path = Path(getattr(agent, "path", "")) / VOCABULARY_FILE
     if isinstance(app.spec.resources, ShoppingIndex):
-        app.spec.resources.adopt(Vocabulary.load(path) if path.is_file() else None)
+        app.spec.resources.adopt(Vocabulary.load(path) if LEARNT_VOCABULARY and path.is_file() else None)
     return sid_resources(app.spec.catalog, agent.sid_map, agent.token_map, agent.sid_start_id, agent.sid_end_id)
 
 
