@@ -10,7 +10,8 @@ One process, the same tasks for every row (``sidekick eval``'s replay in the har
   ``model only`` (its ``find`` / ``find_bundle`` arguments applied as written), ``+ words`` (arguments
   grounded in the shopper's words against the catalog's own names: facet values, prices, leaf category
   names; the first results of a bare product name come with a question), ``+ meaning`` (words naming no
-  leaf get the top-level category closest by MiniLM similarity), ``+ learnt`` (the vocabulary the agent
+  leaf get the top-level category closest by MiniLM similarity; a bundle theme gets the leaves closest by
+  meaning as slots), ``+ learnt`` (the vocabulary the agent
   learnt from its training tasks and logged searches, ``vocabulary.json``: shoppers' names for leaves,
   department examples, bundle themes; the served default).
 
@@ -44,12 +45,12 @@ METRICS = ("success", "ndcg@10")
 def _run(agent: Path, logs: Path, out: Path, cfg: EvalConfig, baselines: list[str], words: bool,
          meaning: bool, learnt: bool) -> dict[str, Any]:
     shopping_agent.GROUND_WORDS, shopping_agent.SEMANTIC_CATEGORIES = words, meaning
-    shopping_kit.LEARNT_VOCABULARY = learnt
+    shopping_agent.SEMANTIC_SLOTS, shopping_kit.LEARNT_VOCABULARY = meaning, learnt
     try:
         return evaluate(agent, logs, out, cfg, baselines=baselines)
     finally:
         shopping_agent.GROUND_WORDS, shopping_agent.SEMANTIC_CATEGORIES = True, True
-        shopping_kit.LEARNT_VOCABULARY = True
+        shopping_agent.SEMANTIC_SLOTS, shopping_kit.LEARNT_VOCABULARY = True, True
 
 
 def _cell(group: dict[str, Any], metric: str) -> dict[str, Any]:

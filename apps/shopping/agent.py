@@ -30,7 +30,15 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from apps.shopping.constraints import item_matches
-from apps.shopping.grounding import Lexicon, Precedents, TopCategories, category_names, ground_budget, ground_find
+from apps.shopping.grounding import (
+    Lexicon,
+    NearestLeaves,
+    Precedents,
+    TopCategories,
+    category_names,
+    ground_budget,
+    ground_find,
+)
 from apps.shopping.vocabulary import Vocabulary, with_vocabulary
 from harness.agent import AppSpec, Final, ModelAccess, SidResources, TurnContext, render_ids
 from harness.bm25 import BM25, top_k
@@ -68,6 +76,9 @@ as written (the ablation of ``bench/agent.py``)."""
 SEMANTIC_CATEGORIES = True
 """With ``GROUND_WORDS``: words that name no leaf category get the top-level category closest by meaning
 (MiniLM); False turns that off."""
+SEMANTIC_SLOTS = True
+"""With ``GROUND_WORDS`` and the encoder: a bundle theme no training request had gets the leaf categories closest
+by meaning as its slots; False keeps the model's (bench/agent.py measures both)."""
 
 
 # ------------------------------------------------------------------------------------------------ the index
@@ -172,6 +183,11 @@ class ShoppingIndex:
                  if all(s in known for s in slots)]  # a slot this catalog lacks: not a plan for it
         return Precedents(pairs, _text_encoder)
 
+    @cached_property
+    def nearest_leaves(self) -> NearestLeaves:
+        """Leaf categories by meaning (MiniLM; a new bundle theme's slots)."""
+        return NearestLeaves(sorted({p[-1] for p in self.paths}), _text_encoder)
+
     def adopt(self, vocabulary: Vocabulary | None) -> None:
         """Ground ``find`` with the shoppers' vocabulary an agent learnt in training (None: the catalog's
         names only). Call before serving (the kit does, where the agent is loaded); rebuilt on next use."""
@@ -188,6 +204,7 @@ class ShoppingIndex:
         if top_of is not None:
             top_of("warm up")
             self.bundle_precedents("warm up")
+            self.nearest_leaves("warm up", 1)
 
     def within(self, category: Any, top: str) -> bool:
         """Whether every path a ``find`` category names lies under the top-level category ``top``."""
@@ -595,16 +612,28 @@ def _clarify(ctx: TurnContext, args: FindArgs, said: str, index: ShoppingIndex) 
 def find_bundle(args: FindBundleArgs, ctx: TurnContext) -> Final:
     """One in-stock item per slot, the best rated set within the budget, shown as a bundle (ends the turn).
 
-    Grounded like ``find``: the budget in the words; the slots of the closest training bundle request by
-    meaning, when one is close enough (the agent's learnt vocabulary, :mod:`apps.shopping.vocabulary`)."""
+    Grounded like ``find``: the budget in the words; the slots: the leaf categories the words name when they
+    name two or more ("a tent and a sleeping bag"), else those of the closest training bundle request by
+    meaning when one is close enough (the agent's learnt vocabulary, :mod:`apps.shopping.vocabulary`), else
+    (a theme no training request had) the leaf categories closest to the request by meaning, as many as the
+    model wrote (2 to 5): a small model copies the slot list of a theme it knows."""
     said = _user_text(ctx)
     index = _index(ctx)
     grounded: dict[str, str] = {}
     names: list[Any] = list(args.slots)
-    precedent = index.bundle_precedents(said) if GROUND_WORDS and _top_of(index) is not None else None
-    if precedent is not None and [s.lower() for s in precedent[0]] \
-            != [(_category_list(s) or [""])[-1].lower() for s in names]:
-        names, grounded["slots"] = list(precedent[0]), "learnt"
+    mine = [(_category_list(s) or [""])[-1].lower() for s in names]
+    named = index.lexicon.mentions(said).get("category", []) if GROUND_WORDS else []
+    if len(named) >= 2:
+        if {s.lower() for s in named} != set(mine):
+            names, grounded["slots"] = list(named), "words"
+    elif GROUND_WORDS and _top_of(index) is not None:
+        precedent = index.bundle_precedents(said)
+        if precedent is not None and [s.lower() for s in precedent[0]] != mine:
+            names, grounded["slots"] = list(precedent[0]), "learnt"
+        elif precedent is None and SEMANTIC_SLOTS:
+            near = index.nearest_leaves(said, min(5, max(2, len(names))))
+            if near and [s.lower() for s in near] != mine:
+                names, grounded["slots"] = near, "semantic"
     slots = [_category_list(s) or [] for s in names]
     if any(not s for s in slots):
         raise ToolError("every slot needs a category name")

@@ -246,6 +246,30 @@ class Precedents:
         return (self._answers[best], float(sims[best])) if sims[best] >= self.min_similarity else None
 
 
+class NearestLeaves:
+    """The leaf categories closest to a request by meaning (cosine similarity of sentence embeddings of the
+    request, numbers left out, and of each leaf's name): the slots of a bundle theme no training request
+    had ("the essentials for a newborn" -> baby bottles, baby monitor, ...). Thread-safe; lazy encoder."""
+
+    def __init__(self, leaves: Sequence[str], encoder: Callable[[], Any]) -> None:
+        self.leaves = list(dict.fromkeys(leaves))
+        self._make = encoder
+        self._encoder: Any = None
+        self._vectors: Any = None
+        self._lock = threading.Lock()
+
+    def __call__(self, text: str, k: int) -> list[str]:
+        if not self.leaves or not text.strip() or k < 1:
+            return []
+        with self._lock:
+            if self._encoder is None:
+                self._encoder = self._make()
+                self._vectors = self._encoder.encode(self.leaves)
+            query = self._encoder.encode([_NUMBERS.sub(" ", text)])
+        sims = (query @ self._vectors.T)[0]
+        return [self.leaves[int(j)] for j in sims.argsort()[::-1][:k]]
+
+
 def ground_find(args: Mapping[str, Any], text: str, lexicon: Lexicon,
                 covers: Callable[[Any, str], bool] | None = None,
                 top_of: Callable[[str], str | None] | None = None,

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from apps.shopping.agent import ShoppingIndex, shopping_app
-from apps.shopping.grounding import Precedents, TopCategories
+from apps.shopping.grounding import NearestLeaves, Precedents, TopCategories
 from apps.shopping.vocabulary import Vocabulary, VocabularyError, learn, searches
 from data_curation.records import Event, Session
 from harness.agent import Final, TurnContext
@@ -154,6 +154,7 @@ def test_find_bundle_takes_the_slots_of_a_close_training_bundle(catalog: Catalog
     import apps.shopping.agent as agent
 
     monkeypatch.setattr(agent, "_text_encoder", WordCounts)
+    monkeypatch.setattr(agent, "SEMANTIC_SLOTS", False)  # a new theme keeps the model's slots
     app = shopping_app(catalog)
     session = SessionState(app="shopping", messages=[{"role": "user", "content": "stars at night stuff, 300"}])
     ctx = TurnContext(app=app, session=session, constraints={}, budget=Budget(5000), model=None)
@@ -164,3 +165,15 @@ def test_find_bundle_takes_the_slots_of_a_close_training_bundle(catalog: Catalog
     taught = app.tools.execute(call, ctx).content
     assert isinstance(taught, Final) and taught.data == {"grounded": {"slots": "learnt"}}
     assert [catalog[i].category_path for i in taught.bundles[0]] == [TENTS, BAGS]
+    # slots the words name win over both ("boots and a knife": two leaves named)
+    ctx.session.messages[0]["content"] = "boots and a knife, 300"
+    named = app.tools.execute(call, ctx).content
+    assert isinstance(named, Final) and named.data == {"grounded": {"slots": "words"}}
+    assert {catalog[i].category_path[-1] for i in named.bundles[0]} == {"Hiking boots", "Knives"}
+
+
+def test_nearest_leaves_rank_leaf_names_by_meaning() -> None:
+    near = NearestLeaves(["Hiking boots", "Chef knife", "Kitchen knife", "Chef knife"], WordCounts)
+    # "a kitchen knife" = (knife + kitchen)/sqrt(2): cosine 1 with Kitchen knife, 1/sqrt(2) with Chef knife, 0 boots
+    assert near("a kitchen knife for 40", 2) == ["Kitchen knife", "Chef knife"]
+    assert near("a kitchen knife", 0) == [] and near(" ", 2) == []
