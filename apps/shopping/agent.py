@@ -767,7 +767,20 @@ def cart_remove(args: CartRemoveArgs, ctx: TurnContext) -> dict[str, Any]:
 
 
 def ask_user(args: AskUserArgs, ctx: TurnContext) -> Final:
-    """End the turn with a clarifying question."""
+    """End the turn with a clarifying question.
+
+    Grounded like ``find`` (with ``GROUND_WORDS`` and the meaning prior): a question about brand, colour or
+    budget helps only once a kind of product is named, and only once. When the shopper's words name none ("a
+    new outfit piece") or they have answered a question already, the turn shows the best matches instead
+    (``find`` with no filters of the model's, grounded in the words and their meaning)."""
+    index = _index(ctx)
+    if GROUND_WORDS and _top_of(index) is not None:
+        said = _user_text(ctx)
+        users = [m for m in conversation(ctx.session.messages) if m["role"] == "user"]
+        if len(users) > 1 or not index.lexicon.mentions(said).get("category"):
+            final = find(FindArgs(), ctx)
+            final.data.setdefault("grounded", {})["ask_user"] = "replaced"
+            return final
     return Final(reply=args.question, actions=[{"type": "ask_user"}])
 
 

@@ -157,6 +157,15 @@ def test_find_relaxes_the_least_stated_filter_first(catalog: Catalog) -> None:
     assert final.item_ids == ["b1"] and final.data["relaxed"] == ["material"]
 
 
+def test_a_question_needs_a_named_kind_of_product(catalog: Catalog) -> None:
+    asked = _run(catalog, "I need hiking boots", "ask_user", question="Which colour?")
+    assert asked.reply == "Which colour?" and asked.actions == [{"type": "ask_user"}] and not asked.item_ids
+    # nothing named: a question about colour helps nobody, the best matches by meaning do
+    shown = _run(catalog, "something for a night in the woods", "ask_user", question="Which colour?")
+    assert shown.item_ids and shown.data["grounded"]["ask_user"] == "replaced"
+    assert all(catalog[i].category_path[0] == "Outdoor" for i in shown.item_ids)
+
+
 def test_find_bundle_uses_the_stated_budget(catalog: Catalog) -> None:
     # within 200: t2 (60, 3.9) + s1 (120, 4.8) = 8.7 beats t1 (150, 4.5) + s2 (40, 4.0) = 8.5
     final = _run(catalog, "a tent and a sleeping bag for 200", "find_bundle", slots=["Tents", "Sleeping bags"],

@@ -23,9 +23,9 @@ TENTS = ["Outdoor", "Camping", "Tents"]
 BAGS = ["Outdoor", "Camping", "Sleeping bags"]
 
 
-def _task(kind: str, constraints: dict[str, Any], slots: list[list[str]], target: str = "set",
+def _task(kind: str, constraints: dict[str, Any], slots: list[list[str]], target: str = "set", text: str = "hi",
           **extra: Any) -> Task:
-    return Task(task_id=f"t-{kind}", app="shopping", kind=kind, messages=[{"role": "user", "content": "hi"}],
+    return Task(task_id=f"t-{kind}", app="shopping", kind=kind, messages=[{"role": "user", "content": text}],
                 constraints=constraints, target={"kind": target, "slots": slots}, **extra)
 
 
@@ -94,7 +94,7 @@ def test_bundle_reward_reads_item_ids_without_bundles(catalog: Catalog) -> None:
 MULTI = _task("multi_turn", {"category": BOOTS, "attributes": {"colour": "black", "brand": "Northpeak"},
                              "price_max": 95, "in_stock": True}, [["b1"]],
               hidden={"attributes": {"colour": "black", "brand": "Northpeak"}, "price_max": 95},
-              meta={"clarify": ["colour", "brand", "price_max"]})
+              meta={"clarify": ["colour", "brand", "price_max"]}, text="I need hiking boots")
 
 
 def test_simulated_user_answers_questions_from_the_hidden_constraints() -> None:
