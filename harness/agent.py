@@ -45,6 +45,8 @@ from sid.trie import ItemFilter, SidTrie
 
 _SID_SPAN = re.compile(r"(?:<s\d+_\d+>)+")
 _MARKUP = re.compile(re.escape(TOOL_CALL_START) + "|" + re.escape(TOOL_CALL_END))
+_BROKEN_CALL = re.compile(r'"(?:name|arguments)"\s*:|[{\[]\s*"|"\s*[}\]]')
+"""JSON of a tool call the parser could not read, left in a plain-text reply (``{"name": 10}}``)."""
 """A SID written out as text: ``<s1_12><s2_200><s3_3><s4_0>`` (or a prefix of one)."""
 
 
@@ -314,6 +316,8 @@ class AgentLoop:
         result.grounding_failures += len(problems)
         ok = list(dict.fromkeys(ok))
         reply = " ".join(_MARKUP.sub(" ", _SID_SPAN.sub(" ", text)).split())
+        if _BROKEN_CALL.search(reply):  # a broken call is no answer: the fallback answers instead
+            return None
         if not reply and ok:
             reply = "Here is what I found." if len(ok) == 1 else "Here are some options."
         if not reply:

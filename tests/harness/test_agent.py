@@ -247,7 +247,7 @@ def test_sids_written_as_text_are_grounded_items_and_cut_from_the_reply(scripted
 
     sid_map = SidMap(["a", "b", "sold", "k"], np.array([[0, 0], [0, 1], [1, 0], [2, 0]]))
     engine = scripted(["Try <s1_0><s2_0> or <s1_0><s2_1> <s1_1><s2_0> <s1_9><s2_9>", "<s1_2><s2_0>", "<s1_1><s2_0>",
-                       "</tool_call>"])
+                       "</tool_call>", '{"name": 10}} {"name": 90}}'])
     app = make_app()
     loop = AgentLoop(app, ModelAccess(engine=engine, tokenizer=engine.tokenizer),
                      Grounder(CATALOG, sid_map, _price_ok))
@@ -261,3 +261,5 @@ def test_sids_written_as_text_are_grounded_items_and_cut_from_the_reply(scripted
     assert nothing.degraded and nothing.reason == "empty_reply" and "sold" not in nothing.final.item_ids
     stray = loop.run_turn(SessionState(app="shopping"), "a lamp")  # a lone protocol tag is nothing to read either
     assert stray.degraded and stray.reason == "empty_reply" and "tool_call" not in stray.final.reply
+    broken = loop.run_turn(SessionState(app="shopping"), "a lamp")  # a call's broken JSON as text: no answer
+    assert broken.degraded and broken.reason == "empty_reply" and "name" not in broken.final.reply
