@@ -35,6 +35,7 @@ from harness.protocol import (
     assistant_message,
     parse_reply,
     problem_result,
+    salvage_call,
 )
 from harness.session import SessionState, TokenContext
 from infra.engines.base import Completion, Engine, GenerationRequest, SamplingParams, forecast
@@ -224,6 +225,9 @@ class LoopConfig:
     top_p: float = 1.0
     seed: int | None = None
     max_prompt_tokens: int = 4096
+    salvage_calls: bool = True
+    """Run what a broken tool call still says (:func:`harness.protocol.salvage_call`; still counted as a parse
+    error). RL rollouts turn it off: a policy must not be rewarded for broken calls."""
 
 
 def render_ids(tokenizer: Any, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> list[int]:
@@ -329,7 +333,8 @@ class AgentLoop:
         final: Final | None = None
         results: list[ToolResult] = [problem_result(p) for p in parsed.problems]
         result.parse_errors += len(parsed.problems)
-        for call in parsed.calls:
+        salvaged = [salvage_call(p, self.app.tools) for p in parsed.problems] if self.config.salvage_calls else []
+        for call in [*parsed.calls, *(c for c in salvaged if c is not None)]:
             result.tool_calls += 1
             out = self.app.tools.execute(call, ctx)
             if out.ok and isinstance(out.content, Final):

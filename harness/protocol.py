@@ -80,6 +80,7 @@ class ParseProblem:
 
     snippet: str
     reason: str
+    raw: str = ""
 
 
 @dataclass
@@ -152,7 +153,7 @@ def parse_reply(text: str) -> ParsedReply:
                 raise ValueError("'arguments' is not a JSON object")
             calls.append(ToolCall(name=name.strip(), arguments=args))
         except ValueError as e:
-            problems.append(ParseProblem(snippet, str(e)))
+            problems.append(ParseProblem(snippet, str(e), raw))
     content = _CALL_BLOCK.sub("", text).strip()
     return ParsedReply(content=content, calls=calls, problems=problems)
 
@@ -261,6 +262,49 @@ class ToolRegistry(Generic[Ctx]):
             return ToolResult(name=call.name, call_id=call.id, ok=False,
                               error=f"internal error in {call.name}: {type(e).__name__}")
         return ToolResult(name=call.name, call_id=call.id, ok=True, content=content)
+
+
+_SALVAGE_NAME = re.compile(r'"name"\s*:\s*"([A-Za-z_]\w*)"')
+_SALVAGE_PAIR = re.compile(r'"([A-Za-z_]\w*)"\s*:\s*("(?:[^"\\]|\\.)*"|-?\d+(?:\.\d+)?|true|false|null|\[[^\]]*\]?)')
+_SALVAGE_STRING = re.compile(r'"((?:[^"\\]|\\.)*)"')
+
+
+def salvage_call(problem: ParseProblem, tools: ToolRegistry[Any]) -> ToolCall | None:
+    """What a broken tool call still says, or None: a small model's call cut short or with a stray token
+    (``{"name": "find", "arguments": {"category": "Tents", "Running shoes", "price_max": 35}}``). The tool is
+    the one it names; its arguments the ``"key": value`` pairs it wrote for that tool's fields (strings,
+    numbers, booleans, lists of strings; a list cut short keeps its strings before the first ``key:``),
+    first value of a key wins. None unless the call names a known tool and the arguments validate."""
+    raw = problem.raw or problem.snippet
+    head = _SALVAGE_NAME.search(raw)
+    tool = tools.get(head.group(1)) if head else None
+    if head is None or tool is None:
+        return None
+    fields = set(tool.args.model_fields)
+    body = raw[head.end():]
+    args: dict[str, Any] = {}
+    try:
+        _salvage_pairs(body, fields, args)
+    except ValueError:  # a value that is no JSON after all (a bad escape)
+        return None
+    call = ToolCall(name=tool.name, arguments=args)
+    return call if not isinstance(tools.validate(call), ToolResult) else None
+
+
+def _salvage_pairs(body: str, fields: set[str], args: dict[str, Any]) -> None:
+    pos = 0
+    while (m := _SALVAGE_PAIR.search(body, pos)) is not None:
+        key, value = m.group(1), m.group(2)
+        pos = m.end()
+        items: list[Any] = []
+        if value.startswith("["):
+            for s in _SALVAGE_STRING.finditer(value):
+                if body[m.start(2) + s.end():].lstrip().startswith(":"):
+                    pos = m.start(2) + s.start()  # a key, not an item: the list was never closed; read on from it
+                    break
+                items.append(json.loads(f'"{s.group(1)}"'))
+        if key in fields and key not in args:
+            args[key] = items if value.startswith("[") else json.loads(value)
 
 
 def problem_result(problem: ParseProblem) -> ToolResult:

@@ -173,7 +173,9 @@ class ShoppingIndex:
         leaves: dict[str, set[str]] = {}
         for path in self.paths:
             leaves.setdefault(path[0], set()).add(path[-1])
-        return TopCategories(leaves, _text_encoder, self.vocabulary.top_examples if self.vocabulary else None)
+        examples = self.vocabulary.top_examples if self.vocabulary else {}
+        every = all(examples.get(top) for top in leaves)  # else the departments with examples pull requests over
+        return TopCategories(leaves, _text_encoder, examples if every else None)
 
     @cached_property
     def bundle_precedents(self) -> Precedents:

@@ -17,7 +17,8 @@ workers) the kit hands it to the catalog's index (:meth:`ShoppingIndex.adopt
   either end, one word only if of 4+ letters, not a name of a category above the leaves, not holding a name
   the catalog already has; of names holding one another the shortest;
 * ``top_examples``: top-level category -> training requests whose answer key is only that department
-  (vague requests); they join the department's name in its meaning prototype (:class:`TopCategories
+  (vague requests); when every department has some, they join the department's name in its meaning
+  prototype (a prior where only some departments have examples pulls requests towards those) (:class:`TopCategories
   <apps.shopping.grounding.TopCategories>`);
 * ``bundles``: ``(request, slot leaves)`` of the training bundle requests ("stuff for our new puppy" ->
   dog bed, leash, collar, toy, food): ``find_bundle`` takes the slots of the closest one by meaning when it
@@ -144,7 +145,7 @@ def learn(tasks: Iterable[Task], lexicon: Lexicon, paths: Sequence[Sequence[str]
         leaf = leaf_of_path.get(tuple(category))
         if leaf is not None:
             per_leaf.setdefault(leaf, Counter()).update(_phrase_ends(text))
-        elif len(category) == 1 and not lexicon.mentions(text).get("category"):
+        elif len(category) == 1:
             bucket = examples.setdefault(str(category[0]), [])
             if text not in bucket and len(bucket) < max_examples:
                 bucket.append(text)

@@ -214,6 +214,15 @@ def test_bundle_coverage_and_reward_by_hand(world: tuple[dict[str, AppEnv], Mode
     assert m["ndcg@5"] == pytest.approx(1 / (1 + 1 / math.log2(3)))
 
 
+@pytest.fixture
+def ungrounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The scripted asker asks twice about a product it never named: grounding would answer instead."""
+    import apps.shopping.agent as agent
+
+    monkeypatch.setattr(agent, "GROUND_WORDS", False)
+
+
+@pytest.mark.usefixtures("ungrounded")
 def test_turn_cap_scores_zero(world: tuple[dict[str, AppEnv], ModelAccess, list[str]]) -> None:
     r = _run(world, ASKER, max_turns=2)
     assert r.end == "turn_limit" and r.metrics["turns"] == 2.0 and len(r.user_replies) == 1
@@ -255,6 +264,7 @@ def test_parallel_replay_keeps_task_order_and_writes_traces(
     assert [r.metrics for r in serial] == [r.metrics for r in results]
 
 
+@pytest.mark.usefixtures("ungrounded")
 def test_same_seed_same_report(world: tuple[dict[str, AppEnv], ModelAccess, list[str]], tmp_path: Path) -> None:
     apps, model, _ = world
     tasks = [SINGLE, MULTI, BUNDLE, ASKER]

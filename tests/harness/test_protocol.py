@@ -18,6 +18,7 @@ from harness.protocol import (
     assistant_message,
     parse_reply,
     render_call,
+    salvage_call,
     tool_schema,
 )
 from training.chat_template import chat_template
@@ -69,6 +70,35 @@ def test_parse_turns_garbage_into_problems_not_exceptions() -> None:
     assert parsed.calls == []
     reasons = [p.reason for p in parsed.problems]
     assert reasons == ["no JSON object", "no JSON object", "missing 'name'", "'arguments' is not a JSON object"]
+
+
+class PickArgs(BaseModel):
+    slots: list[str] = Field(min_length=1)
+    budget: float = Field(gt=0)
+    colour: str | None = None
+
+
+PICKS: ToolRegistry[dict[str, int]] = ToolRegistry([
+    Tool("search", "Search the catalog.", SearchArgs, _search),
+    Tool("pick", "Pick one item per slot.", PickArgs, lambda args, ctx: args.slots)])
+
+
+def _salvaged(block: str) -> ToolCall | None:
+    [problem] = parse_reply(f"<tool_call>{block}</tool_call>").problems
+    return salvage_call(problem, PICKS)
+
+
+def test_salvage_reads_what_a_broken_call_still_says() -> None:
+    # a list never closed: its strings up to the next key; then the scalar pairs of the tool's fields
+    cut = _salvaged('{"name": "pick", "arguments": {"slots": ["Tent", "Sleeping bag", "budget": 200, "k": 3}}')
+    assert cut is not None and cut.name == "pick" and cut.arguments == {"slots": ["Tent", "Sleeping bag"],
+                                                                          "budget": 200}
+    # a stray string between pairs; the first value of a key wins; unknown keys are left out
+    stray = _salvaged('{"name": "search", "arguments": {"query": "boots", "red", "k": 5, "k": 9, "colour": "x"}}')
+    assert stray is not None and stray.arguments == {"query": "boots", "k": 5}
+    assert _salvaged('{"name": 10}} {"name": 90}}') is None                    # no tool named
+    assert _salvaged('{"name": "nope", "arguments": {"query": "x", }') is None   # not a tool
+    assert _salvaged('{"name": "pick", "arguments": {"slots": ["Tent", ') is None  # no budget: does not validate
 
 
 def test_plain_text_has_no_calls() -> None:

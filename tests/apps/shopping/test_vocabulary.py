@@ -39,7 +39,7 @@ TASKS = [
     _task(4, "cheap gear for camping", TENTS),
     _task(5, "a shelter", TENTS),                      # once only: too little support
     _task(6, "something for a night under the stars", ["Outdoor"], "vague"),
-    _task(7, "a tent for the weekend", ["Outdoor"], "vague"),  # names a leaf: no meaning example
+    _task(7, "a tent for the weekend", ["Outdoor"], "vague"),
     Task.model_validate({"task_id": "t8", "app": "shopping", "kind": "bundle",
                          "messages": [{"role": "user", "content": "all for a night out, about 300"}],
                          "constraints": {"slots": [TENTS, BAGS], "budget": 300.0, "in_stock": True},
@@ -68,7 +68,7 @@ def test_learn_keeps_pure_phrase_end_names_and_meaning_examples(catalog: Catalog
     vocab = learn(TASKS, index.lexicon, index.paths)
     # "trail shoes" ends a phrase in two boots requests and nowhere else; "shoes" alone needs three
     assert vocab.leaf_names == {"Hiking boots": ["trail shoes"]}
-    assert vocab.top_examples == {"Outdoor": ["something for a night under the stars"]}
+    assert vocab.top_examples == {"Outdoor": ["something for a night under the stars", "a tent for the weekend"]}
     assert vocab.bundles == [("all for a night out, about 300", ["Tents", "Sleeping bags"])]
     # a logged search adds support: "shoes" alone now ends three boots phrases
     more = learn(TASKS, index.lexicon, index.paths, [("shoes for hiking", BOOTS)])
