@@ -10,12 +10,13 @@ workers) the kit hands it to the catalog's index (:meth:`ShoppingIndex.adopt
 
 * ``leaf_names``: leaf -> the 1-3 word n-grams of training requests for that leaf that the catalog's own
   names miss: they end a phrase (before punctuation, a joining word, a price cue, ``size`` or the end:
-  where the kind of product stands in "any olive portable battery below $100"), >= ``min_support``
-  requests for the leaf say them so (one more for a single word), >= ``min_purity`` of all training
-  requests that contain them are for that leaf; no
+  where the kind of product stands in "any olive portable battery below $100"), two words or more (a
+  learnt single word, "battery", would claim words that are a facet elsewhere: "battery free water gun"),
+  >= ``min_support`` requests for the leaf say them so, >= ``min_purity`` of all training requests that
+  contain them are for that leaf; no
   brand, colour, material or size word (features may: "waterproof jacket"), no digit, no joining word at
-  either end, one word only if of 4+ letters, not a name of a category above the leaves, not holding a name
-  the catalog already has; of names holding one another the shortest;
+  the start, not a name of a category above the leaves, not holding a name the catalog already has; of
+  names holding one another the shortest;
 * ``top_examples``: top-level category -> training requests whose answer key is only that department
   (vague requests); when every department has some, they join the department's name in its meaning
   prototype (a prior where only some departments have examples pulls requests towards those) (:class:`TopCategories
@@ -154,9 +155,9 @@ def learn(tasks: Iterable[Task], lexicon: Lexicon, paths: Sequence[Sequence[str]
         found = []
         for gram, k in counts.items():
             words = gram.split()
-            if k < min_support + (len(words) == 1) or k < min_purity * everywhere[gram] or gram in above \
+            if len(words) < 2 or k < min_support or k < min_purity * everywhere[gram] or gram in above \
                     or any(w in banned or w.isdigit() for w in words) or words[0] in _JOINERS \
-                    or any(_holds(gram, name) for name in known) or (len(words) == 1 and len(gram) < 4):
+                    or any(_holds(gram, name) for name in known):
                 continue
             found.append(gram)
         # the shortest pure names: "portable battery" makes "any portable battery" redundant

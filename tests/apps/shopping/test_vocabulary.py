@@ -66,13 +66,14 @@ def test_searches_pair_a_query_with_the_leaf_of_what_followed(catalog: Catalog) 
 def test_learn_keeps_pure_phrase_end_names_and_meaning_examples(catalog: Catalog) -> None:
     index = ShoppingIndex.build(catalog)
     vocab = learn(TASKS, index.lexicon, index.paths)
-    # "trail shoes" ends a phrase in two boots requests and nowhere else; "shoes" alone needs three
+    # "trail shoes" ends a phrase in two boots requests and nowhere else ("shoes" alone: one word)
     assert vocab.leaf_names == {"Hiking boots": ["trail shoes"]}
     assert vocab.top_examples == {"Outdoor": ["something for a night under the stars", "a tent for the weekend"]}
     assert vocab.bundles == [("all for a night out, about 300", ["Tents", "Sleeping bags"])]
-    # a logged search adds support: "shoes" alone now ends three boots phrases
-    more = learn(TASKS, index.lexicon, index.paths, [("shoes for hiking", BOOTS)])
-    assert more.leaf_names == {"Hiking boots": ["shoes"]}  # the shortest of names holding one another
+    # a logged search adds support: "walking shoes" ends two boots phrases; of names holding one another
+    # the shortest ("trail shoes", not "any trail shoes")
+    more = learn(TASKS, index.lexicon, index.paths, [("walking shoes", BOOTS), ("walking shoes, size 42", BOOTS)])
+    assert more.leaf_names == {"Hiking boots": ["trail shoes", "walking shoes"]}
     assert learn(TASKS, index.lexicon, index.paths, min_support=3).leaf_names == {}
 
 
