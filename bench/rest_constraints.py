@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -35,7 +34,7 @@ sys.path.insert(0, str(ROOT))
 
 from apps.evaluate import load_tasks  # noqa: E402
 from apps.shopping.constraints import hidden_constraints_text, item_matches  # noqa: E402
-from bench.serving import ServerProcess, free_port, sidekick_exe, wait_ready  # noqa: E402
+from bench.serving import ServerProcess, free_port, sidekick_exe, spawn  # noqa: E402
 from harness.catalog import Catalog  # noqa: E402
 from harness.tasks import Task  # noqa: E402
 from sid.build import find_catalog  # noqa: E402
@@ -44,17 +43,7 @@ from sid.build import find_catalog  # noqa: E402
 def start(agent: Path | None, world: Path, work: Path, name: str) -> ServerProcess:
     port = free_port()
     cmd = [sidekick_exe(), "serve", *([str(agent)] if agent else []), "--world", str(world), "--port", str(port)]
-    out, err = work / f"{name}.out", work / f"{name}.err"
-    print(f"[{name}] {' '.join(cmd)}", flush=True)
-    with out.open("wb") as fo, err.open("wb") as fe:
-        proc = subprocess.Popen(cmd, stdout=fo, stderr=fe, stdin=subprocess.DEVNULL, cwd=ROOT)
-    server = ServerProcess(name, f"http://127.0.0.1:{port}", proc, out, err)
-    try:
-        wait_ready(server)
-    except BaseException:
-        server.stop()
-        raise
-    return server
+    return spawn(name, cmd, port, work, name)
 
 
 def stated(task: Task, answered: bool) -> dict[str, Any]:

@@ -181,18 +181,25 @@ def start_server(agent: Path, world: Path, mode: str, work: Path, max_batch: int
     config = write_config(work, mode, max_batch, settings)
     port = free_port()
     cmd = [sidekick_exe(), "serve", str(agent), "--world", str(world), "--port", str(port), "--config", str(config)]
-    out, err = work / f"server-{mode}.out", work / f"server-{mode}.err"
-    print(f"[{mode}] {' '.join(cmd)}", flush=True)
     t0 = time.perf_counter()
+    server = spawn(mode, cmd, port, work, f"server-{mode}")
+    server.started_s = round(time.perf_counter() - t0, 1)
+    return server
+
+
+def spawn(name: str, cmd: list[str], port: int, work: Path, stem: str) -> ServerProcess:
+    """Run a server command (output in ``work/stem.out|err``) and wait for ``/readyz`` on ``port``; stopped on
+    failure."""
+    out, err = work / f"{stem}.out", work / f"{stem}.err"
+    print(f"[{name}] {' '.join(cmd)}", flush=True)
     with out.open("wb") as fo, err.open("wb") as fe:
         proc = subprocess.Popen(cmd, stdout=fo, stderr=fe, stdin=subprocess.DEVNULL, cwd=ROOT)
-    server = ServerProcess(mode, f"http://127.0.0.1:{port}", proc, out, err)
+    server = ServerProcess(name, f"http://127.0.0.1:{port}", proc, out, err)
     try:
         wait_ready(server)
     except BaseException:
         server.stop()
         raise
-    server.started_s = round(time.perf_counter() - t0, 1)
     return server
 
 

@@ -223,55 +223,56 @@ class TopCategories:
 _NUMBERS = re.compile(r"\$?\d+(?:[.,]\d+)?")
 
 
-class Precedents:
-    """The closest training request by meaning, and what it asked for: ``(text, answer)`` pairs, compared by
-    cosine similarity of sentence embeddings (numbers left out: a budget is no part of a theme). Used for
-    bundle themes ("stuff for our new puppy" -> its slots). Thread-safe; the encoder runs on first use."""
+class _ByMeaning:
+    """Texts embedded on first use (thread-safe) and a request's cosine similarity to each (numbers left out:
+    a budget is no part of what is asked)."""
 
-    def __init__(self, pairs: Sequence[tuple[str, Any]], encoder: Callable[[], Any], min_similarity: float = 0.6):
-        self._texts = [_NUMBERS.sub(" ", t) for t, _ in pairs]
-        self._answers = [a for _, a in pairs]
-        self.min_similarity = min_similarity
+    def __init__(self, texts: Sequence[str], encoder: Callable[[], Any]) -> None:
+        self._texts = [_NUMBERS.sub(" ", t) for t in texts]
         self._make = encoder
         self._encoder: Any = None
         self._vectors: Any = None
         self._lock = threading.Lock()
 
-    def __call__(self, text: str) -> tuple[Any, float] | None:
-        """The answer of the closest request and its similarity, or None when none is >= ``min_similarity``."""
-        if not self._texts or not text.strip():
-            return None
+    def _similarities(self, text: str) -> Any:
         with self._lock:
             if self._encoder is None:
                 self._encoder = self._make()
                 self._vectors = self._encoder.encode(self._texts)
             query = self._encoder.encode([_NUMBERS.sub(" ", text)])
-        sims = (query @ self._vectors.T)[0]
+        return (query @ self._vectors.T)[0]
+
+
+class Precedents(_ByMeaning):
+    """The closest training request by meaning, and what it asked for: ``(text, answer)`` pairs. Used for
+    bundle themes ("stuff for our new puppy" -> its slots)."""
+
+    def __init__(self, pairs: Sequence[tuple[str, Any]], encoder: Callable[[], Any], min_similarity: float = 0.6):
+        super().__init__([t for t, _ in pairs], encoder)
+        self._answers = [a for _, a in pairs]
+        self.min_similarity = min_similarity
+
+    def __call__(self, text: str) -> tuple[Any, float] | None:
+        """The answer of the closest request and its similarity, or None when none is >= ``min_similarity``."""
+        if not self._texts or not text.strip():
+            return None
+        sims = self._similarities(text)
         best = int(sims.argmax())
         return (self._answers[best], float(sims[best])) if sims[best] >= self.min_similarity else None
 
 
-class NearestLeaves:
-    """The leaf categories closest to a request by meaning (cosine similarity of sentence embeddings of the
-    request, numbers left out, and of each leaf's name): the slots of a bundle theme no training request
-    had ("the essentials for a newborn" -> baby bottles, baby monitor, ...). Thread-safe; lazy encoder."""
+class NearestLeaves(_ByMeaning):
+    """The leaf categories closest to a request by meaning (each leaf's name): the slots of a bundle theme no
+    training request had ("the essentials for a newborn" -> baby bottles, baby monitor, ...)."""
 
     def __init__(self, leaves: Sequence[str], encoder: Callable[[], Any]) -> None:
         self.leaves = list(dict.fromkeys(leaves))
-        self._make = encoder
-        self._encoder: Any = None
-        self._vectors: Any = None
-        self._lock = threading.Lock()
+        super().__init__(self.leaves, encoder)
 
     def __call__(self, text: str, k: int) -> list[str]:
         if not self.leaves or not text.strip() or k < 1:
             return []
-        with self._lock:
-            if self._encoder is None:
-                self._encoder = self._make()
-                self._vectors = self._encoder.encode(self.leaves)
-            query = self._encoder.encode([_NUMBERS.sub(" ", text)])
-        sims = (query @ self._vectors.T)[0]
+        sims = self._similarities(text)
         return [self.leaves[int(j)] for j in sims.argsort()[::-1][:k]]
 
 
