@@ -8,7 +8,7 @@ from typing import Any
 from apps.shopping.agent import ShoppingIndex, shopping_app, sid_resources
 from apps.shopping.env import reward_fn, simulated_user
 from apps.shopping.plan import plan_teacher
-from apps.shopping.vocabulary import VOCABULARY_FILE, Vocabulary
+from apps.shopping.vocabulary import VOCABULARY_FILE, Vocabulary, VocabularyError
 from harness.agent import SidResources
 from harness.catalog import Catalog
 from harness.env import AppEnv
@@ -39,9 +39,14 @@ def sid(app: AppEnv, agent: Any) -> SidResources:
     Wherever an agent is loaded over the app (serve, eval, RL workers) this runs, so it also hands the
     catalog's index the shoppers' vocabulary the agent learnt in training (``vocabulary.json`` in its
     directory, :mod:`apps.shopping.vocabulary`; an agent without one grounds with the catalog's names)."""
+    from harness.agent_dir import ModelError
+
     path = Path(getattr(agent, "path", "")) / VOCABULARY_FILE
     if isinstance(app.spec.resources, ShoppingIndex):
-        app.spec.resources.adopt(Vocabulary.load(path) if LEARNT_VOCABULARY and path.is_file() else None)
+        try:
+            app.spec.resources.adopt(Vocabulary.load(path) if LEARNT_VOCABULARY and path.is_file() else None)
+        except VocabularyError as e:  # a bad agent directory, reported like one (serve and eval say which file)
+            raise ModelError(str(e)) from e
     return sid_resources(app.spec.catalog, agent.sid_map, agent.token_map, agent.sid_start_id, agent.sid_end_id)
 
 

@@ -178,3 +178,17 @@ def test_nearest_leaves_rank_leaf_names_by_meaning() -> None:
     # "a kitchen knife" = (knife + kitchen)/sqrt(2): cosine 1 with Kitchen knife, 1/sqrt(2) with Chef knife, 0 boots
     assert near("a kitchen knife for 40", 2) == ["Kitchen knife", "Chef knife"]
     assert near("a kitchen knife", 0) == [] and near(" ", 2) == []
+
+
+def test_a_broken_vocabulary_is_a_broken_agent_directory(catalog: Catalog, tmp_path: Path) -> None:
+    from types import SimpleNamespace
+
+    from apps.shopping import kit
+    from apps.shopping.env import reward_fn, simulated_user
+    from harness.agent_dir import ModelError
+    from harness.env import AppEnv
+
+    (tmp_path / "vocabulary.json").write_text('{"format": "x"')
+    app = AppEnv(shopping_app(catalog), reward_fn(catalog), simulated_user, kit.request)
+    with pytest.raises(ModelError, match=r"vocabulary.json: cannot read the vocabulary"):
+        kit.sid(app, SimpleNamespace(path=tmp_path))
