@@ -23,7 +23,7 @@ import math
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, lru_cache
 from typing import Any
 
 import numpy as np
@@ -590,15 +590,19 @@ def find(args: FindArgs, ctx: TurnContext) -> Final:
 
 def _top_of(index: ShoppingIndex) -> Callable[[str], str | None] | None:
     """The semantic top-category prior, or None where the sentence encoder is not installed."""
-    if not SEMANTIC_CATEGORIES:
-        return None
+    return index.top_categories if SEMANTIC_CATEGORIES and _encoder_installed() else None
+
+
+@lru_cache(maxsize=1)
+def _encoder_installed() -> bool:
+    """Whether the sentence encoder's package is installed (looked up once, not on every tool call)."""
     from infra.text_encoder import EncoderUnavailable, model_dir
 
     try:
         model_dir()
     except EncoderUnavailable:
-        return None
-    return index.top_categories
+        return False
+    return True
 
 
 def _clarify(ctx: TurnContext, args: FindArgs, said: str, index: ShoppingIndex) -> str | None:
