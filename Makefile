@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 DEMO_DIR ?= runs/demo
 DEMO_PORT ?= 8000
 
-.PHONY: demo test test-fast test-slow lint bench clean venv
+.PHONY: demo test test-fast test-slow lint bench clean venv browser screenshots
 
 venv: $(STAMP)
 
@@ -55,8 +55,23 @@ demo: $(STAMP)
 	$(VENV)/bin/sidekick serve $(DEMO_DIR)/cascade-quick/final --world $(DEMO_DIR)/world --world $(DEMO_DIR)/livestream \
 		--world $(DEMO_DIR)/travel --port $(DEMO_PORT)
 
-test: $(STAMP)
-	$(PY) -m pytest -m "not slow" -q
+test: $(STAMP) browser
+	SIDEKICK_REQUIRE_BROWSER=1 $(PY) -m pytest -m "not slow" -q
+
+# Headless Chromium + chromedriver from Debian for the page's browser tests (nothing is downloaded by Selenium).
+browser:
+	@if command -v chromium >/dev/null && command -v chromedriver >/dev/null && [ -n "$$(fc-list 2>/dev/null | head -1)" ]; \
+		then exit 0; fi; \
+	echo "installing chromium + chromedriver (Debian packages) for the browser tests…"; \
+	if [ "$$(id -u)" = 0 ]; then SUDO=; elif command -v sudo >/dev/null; then SUDO=sudo; else \
+		echo "make browser: run as root or install chromium chromium-driver fonts-dejavu-core yourself" >&2; exit 1; fi; \
+	$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends \
+		chromium chromium-driver fonts-dejavu-core >/dev/null
+
+# The README's screenshots: the browser tests against `make demo`'s server (start it first, on DEMO_PORT).
+screenshots: $(STAMP) browser
+	SIDEKICK_UI_BASE=http://127.0.0.1:$(DEMO_PORT) SIDEKICK_SCREENSHOTS=docs/screenshots \
+		$(PY) -m pytest tests/serving/test_webui.py -q -m integration -k "renders or phone"
 
 test-fast: $(STAMP)
 	$(PY) -m pytest -m "not slow and not integration" -q

@@ -128,6 +128,9 @@ class AppSpec:
     default_budget_ms: float = 3000.0
     max_steps: int = 4
     require_stock: bool = True
+    listing: Callable[[], list[dict[str, Any]]] | None = None
+    """What a frontend can browse of the app besides its catalog (livestream: the streams with what is on screen
+    when); served read-only by the REST API. None = nothing."""
     prompt_tools: bool = True
     """Render the tools' JSON schemas in every prompt (OpenAI tools format). False = the compact protocol: the
     model was trained to call the tools, the prompt carries the system prompt alone (the tools stay callable)."""

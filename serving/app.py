@@ -38,6 +38,8 @@ from infra.engines.base import Completion, EngineError, GenerationRequest, Sampl
 from serving.schemas import (
     AnswerReply,
     AnswerRequest,
+    CartAdd,
+    CartReply,
     ChatRequest,
     ErrorReply,
     ItemCard,
@@ -46,11 +48,13 @@ from serving.schemas import (
     PlanRequest,
     SessionCreate,
     SessionView,
+    StreamList,
     TurnReply,
     TurnRequest,
     price_range_problem,
 )
 from serving.server import AgentServer, Overloaded, UnknownApp
+from serving.ui import mount_ui
 
 log = logging.getLogger(__name__)
 
@@ -233,6 +237,12 @@ def _turn_reply(server: AgentServer, state: SessionState, result: TurnResult | N
                      latency_ms=(time.monotonic() - arrived) * 1000.0)
 
 
+def _cart_reply(server: AgentServer, state: SessionState) -> CartReply:
+    items = _cards(server, state.app, list(state.cart))
+    total = sum((card.price or 0.0) * state.cart[card.item_id] for card in items)
+    return CartReply(session_id=state.session_id, cart=state.cart, items=items, total=round(total, 2))
+
+
 def _json(reply: BaseModel, status: int = 200) -> Response:
     """A reply model as a JSON response, serialised by pydantic-core (the route's ``response_model`` documents it;
     FastAPI's own validation and encoding of a returned model cost the event loop several times more)."""
@@ -269,6 +279,32 @@ def session_router(app_name: str) -> APIRouter:
         state, result = await run_turn(server, app_name, state, body.message, budget_ms, arrived=arrived)
         server.store.put(state)
         return _json(_turn_reply(server, state, result, arrived))
+
+    @router.post("/sessions/{session_id}/cart", response_model=CartReply, responses=errors(*BODY_ERRORS))
+    async def add_to_cart(session_id: str, body: CartAdd, server: ServerDep) -> Response:
+        """Put units of an item in the session's cart (a frontend's "add to cart" button; no model involved).
+        The agent sees the cart on the next turn. 404 for an item not in the catalog, 422 past its stock."""
+        state = _load_session(server, app_name, session_id)
+        item = server.app(app_name).spec.catalog.get(body.item_id)
+        if item is None:
+            raise HTTPException(404, f"item_id: {body.item_id!r} is not in the catalog")
+        quantity = state.cart.get(item.item_id, 0) + body.quantity
+        if not item.in_stock or (item.stock is not None and quantity > item.stock):
+            have = 0 if not item.in_stock else item.stock
+            raise HTTPException(422, f"quantity: only {have} of {item.item_id} in stock "
+                                     f"({state.cart.get(item.item_id, 0)} already in the cart)")
+        state.cart[item.item_id] = quantity
+        server.store.put(state)
+        return _json(_cart_reply(server, state))
+
+    @router.delete("/sessions/{session_id}/cart/{item_id}", response_model=CartReply, responses=errors(404, 422, 503))
+    async def remove_from_cart(session_id: str, item_id: str, server: ServerDep) -> Response:
+        """Take an item (all its units) out of the session's cart; 404 when it is not there."""
+        state = _load_session(server, app_name, session_id)
+        if state.cart.pop(item_id, None) is None:
+            raise HTTPException(404, f"item_id: {item_id!r} is not in the cart of session {session_id!r}")
+        server.store.put(state)
+        return _json(_cart_reply(server, state))
 
     @router.get("/sessions/{session_id}", responses=errors(404, 422, 503))
     async def read_session(session_id: str, server: ServerDep) -> SessionView:
@@ -308,6 +344,15 @@ async def answer_question(body: AnswerRequest, server: ServerDep, arrived: Arriv
                              latency_ms=(time.monotonic() - arrived) * 1000.0))
 
 
+@apps_router.get("/v1/livestream/streams", response_model=StreamList, responses=errors(404, 503))
+async def list_streams(server: ServerDep) -> Response:
+    """The streams the server knows, each with its products and the seconds they are on screen (what a viewer's
+    overlay needs to show the product of the moment and to send ``ts_offset_s``)."""
+    spec = server.app("livestream").spec
+    listing = spec.listing() if spec.listing is not None else []
+    return _json(StreamList.model_validate({"streams": listing}))
+
+
 @apps_router.post("/v1/travel/plan", response_model=PlanReply, responses=errors(*BODY_ERRORS))
 async def plan_trip(body: PlanRequest, server: ServerDep, arrived: ArrivalDep) -> Response:
     """A trip request -> an itinerary checked for opening hours and travel times."""
@@ -315,7 +360,8 @@ async def plan_trip(body: PlanRequest, server: ServerDep, arrived: ArrivalDep) -
     _, result = await run_turn(server, "travel", state, body.request, server.budget_ms("travel", body.budget_ms),
                                arrived=arrived)
     itinerary = result.final.data.get("itinerary")
-    return _json(PlanReply(itinerary=_jsonable(itinerary), reply=result.final.reply, degraded=result.degraded,
+    view = {k: result.final.data.get(k) or [] for k in ("stops", "legs")} if itinerary is not None else {}
+    return _json(PlanReply(itinerary=_jsonable(itinerary), **view, reply=result.final.reply, degraded=result.degraded,
                            reason=result.reason if result.degraded else None,
                            latency_ms=(time.monotonic() - arrived) * 1000.0))
 
@@ -712,12 +758,14 @@ def create_app(server: AgentServer) -> FastAPI:
             if executor is not None:
                 executor.shutdown(wait=False, cancel_futures=True)
 
-    app = FastAPI(title="Sidekick", version="0.1.0", lifespan=lifespan,
-                  description="Domain agents over a catalog: shopping, livestream Q&A, trip planning.")
+    app = FastAPI(title="Sidekick", version="0.1.0", lifespan=lifespan, docs_url=None, redoc_url=None,
+                  description="Domain agents over a catalog: shopping, livestream Q&A, trip planning. "
+                              "A page that tries them is at `/`.")
     app.state.server = server
     _errors(app)
     for router in (*(session_router(name) for name in SESSION_APPS), apps_router, openai_router, ops):
         app.include_router(router)
+    mount_ui(app)
     app.add_middleware(BodyLimit, limit=server.config.max_body_bytes)
     app.add_middleware(Timing, metrics=server.metrics)
     return app

@@ -117,6 +117,18 @@ class TurnReply(BaseModel):
     latency_ms: float
 
 
+class CartAdd(_Strict):
+    item_id: Annotated[str, StringConstraints(min_length=1, max_length=256)]
+    quantity: int = Field(1, ge=1, le=99, description="Units to add (never more than the item's stock).")
+
+
+class CartReply(BaseModel):
+    session_id: str
+    cart: dict[str, int]
+    items: list[ItemCard] = Field(default_factory=list, description="The cart's items, in the cart's order.")
+    total: float = Field(description="Sum of price x quantity over the cart.")
+
+
 class SessionView(BaseModel):
     session_id: str
     turns: int
@@ -149,8 +161,51 @@ class PlanRequest(_Strict):
     budget_ms: BudgetMs | None = None
 
 
+class StreamProduct(BaseModel):
+    item_id: str
+    title: str
+    price: float | None
+    currency: str
+    start_s: int = Field(description="On screen from this second of the stream …")
+    end_s: int = Field(description="… until this one (exclusive).")
+
+
+class StreamView(BaseModel):
+    stream_id: str
+    title: str
+    host: str
+    duration_s: int
+    products: list[StreamProduct]
+
+
+class StreamList(BaseModel):
+    streams: list[StreamView]
+
+
+class PlanStop(BaseModel):
+    poi_id: str
+    name: str
+    category: str
+    group: str
+    arrive_min: int = Field(description="Arrival, minutes after midnight.")
+    depart_min: int = Field(description="Departure, minutes after midnight.")
+    opens: int = Field(description="The place opens, minutes after midnight.")
+    closes: int = Field(description="The place closes, minutes after midnight.")
+
+
+class PlanLeg(BaseModel):
+    from_poi: str
+    to_poi: str
+    mode: str
+    depart_min: int
+    arrive_min: int
+    travel_min: float = Field(description="Minutes the journey takes (the rest of the gap is waiting).")
+
+
 class PlanReply(BaseModel):
     itinerary: dict[str, Any] | None = None
+    stops: list[PlanStop] = Field(default_factory=list, description="The itinerary's stops with their places.")
+    legs: list[PlanLeg] = Field(default_factory=list, description="Travel between consecutive stops.")
     reply: str
     degraded: bool = False
     reason: str | None = None

@@ -154,7 +154,9 @@ class AgentServer:
         self.metrics.count_rejection()
         if self.config.overload == "degrade":
             return False
-        raise Overloaded(predicted, budget.budget_ms, "predicted turn time")
+        reserve = self.config.answer_reserve_ms
+        raise Overloaded(predicted + reserve, budget.budget_ms,
+                         f"predicted turn time {predicted:.0f} ms + answer reserve {reserve:.0f} ms =")
 
     def admit_call(self, budget_ms: float) -> None:
         """For a raw model call (no turn): raise :class:`Overloaded` when the engine queue alone would eat the

@@ -505,8 +505,24 @@ def livestream_app(world: Path | str | None = None, *, catalog: Catalog | None =
             streams = read_records(root / STREAMS_FILE, Stream)[0]
     if catalog is None:
         raise ValueError("livestream_app needs a world directory or a catalog")
+    by_id = {s.stream_id: s for s in streams or ()}
     return AppSpec(
         name="livestream", system_prompt=SYSTEM_PROMPT, tools=ToolRegistry(TOOLS), catalog=catalog,
-        fallback=fallback, resources=LivestreamResources({s.stream_id: s for s in streams or ()}),
+        fallback=fallback, resources=LivestreamResources(by_id), listing=lambda: stream_listing(by_id, catalog),
         default_budget_ms=budget_ms, max_steps=max_steps, require_stock=False,
     )
+
+
+def stream_listing(streams: dict[str, Stream], catalog: Catalog) -> list[dict[str, Any]]:
+    """The streams as a frontend shows them: title, host, length and each product's on-screen window."""
+    out = []
+    for stream in streams.values():
+        products = []
+        for item_id, (start, end) in zip(stream.item_ids, stream.windows, strict=True):
+            item = catalog.get(item_id)
+            products.append({"item_id": item_id, "title": item.title if item else item_id,
+                             "price": item.price if item else None, "currency": item.currency if item else "",
+                             "start_s": start, "end_s": end})
+        out.append({"stream_id": stream.stream_id, "title": stream.title, "host": stream.host,
+                    "duration_s": stream.duration_s, "products": products})
+    return out

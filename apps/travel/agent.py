@@ -300,7 +300,7 @@ def respond(args: RespondArgs, ctx: TurnContext) -> Final:
         raise ToolError(f"not sent: the plan breaks {len(problems)} rule(s): {listed}{more}. "
                         "Fix them and call respond again.")
     ids = list(dict.fromkeys(s.poi_id for s in itinerary.stops))
-    return Final(reply=args.text.strip(), item_ids=ids, data=data)
+    return Final(reply=args.text.strip(), item_ids=ids, data={**data, **itinerary_view(itinerary, res.pois)})
 
 
 def ask_user(args: AskUserArgs, ctx: TurnContext) -> Final:
@@ -354,7 +354,25 @@ def fallback(ctx: TurnContext, reason: str) -> Final:
         reply += " It does not meet everything you asked: " + "; ".join(result.violations[:2]) + "."
     return Final(reply=reply, item_ids=list(dict.fromkeys(s.poi_id for s in itinerary.stops)),
                  data={"itinerary": itinerary.model_dump(mode="json"),
-                       "check": {"feasible": result.feasible, "score": round(result.score, 4)}})
+                       "check": {"feasible": result.feasible, "score": round(result.score, 4)},
+                       **itinerary_view(itinerary, res.pois)})
+
+
+def itinerary_view(itinerary: Itinerary, pois: dict[str, Poi]) -> dict[str, Any]:
+    """What a frontend draws of a plan: ``stops`` (each place's name, category and opening hours beside its
+    arrival and departure) and ``legs`` (the travel between consecutive stops: minutes it takes, minutes planned).
+    Times are minutes after midnight."""
+    stops = []
+    for s in itinerary.stops:
+        poi = pois[s.poi_id]
+        stops.append({"poi_id": s.poi_id, "name": poi.name, "category": poi.category, "group": poi.group,
+                      "arrive_min": s.arrive_min, "depart_min": s.depart_min, "opens": poi.opens,
+                      "closes": poi.closes})
+    legs = [{"from_poi": a.poi_id, "to_poi": b.poi_id, "mode": itinerary.mode, "depart_min": a.depart_min,
+             "arrive_min": b.arrive_min,
+             "travel_min": round(travel_time_minutes(pois[a.poi_id], pois[b.poi_id], itinerary.mode), 1)}
+            for a, b in zip(itinerary.stops, itinerary.stops[1:], strict=False)]
+    return {"stops": stops, "legs": legs}
 
 
 # ------------------------------------------------------------------------------------------------ app

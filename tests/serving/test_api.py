@@ -181,3 +181,83 @@ def test_fallback_only_server_answers_degraded(live_server: ServerFactory, world
         for card in body["items"]:
             item = catalog.get(card["item_id"])
             assert item is not None and item.in_stock and (item.price is None or item.price <= 80)
+
+
+def test_cart_routes_without_a_model(live_server: ServerFactory, worlds: dict[str, Path]) -> None:
+    """A frontend's add-to-cart / remove buttons: stock-checked, totals summed, unknown ids a 404 naming them."""
+    url, _ = live_server(None, apps=("shopping",))
+    items = list(_catalog(worlds["shopping"]))
+    tracked = next(i for i in items if i.stock is not None and i.stock >= 2 and i.price is not None)
+    other = next(i for i in items if i.in_stock and i.price is not None and i.item_id != tracked.item_id)
+    with httpx.Client(base_url=url, timeout=30) as client:
+        sid = client.post("/v1/shopping/sessions", json={}).json()["session_id"]
+        cart = f"/v1/shopping/sessions/{sid}/cart"
+        r = client.post(cart, json={"item_id": tracked.item_id})
+        assert r.status_code == 200 and r.json()["cart"] == {tracked.item_id: 1}
+        r = client.post(cart, json={"item_id": other.item_id, "quantity": 2})
+        body = r.json()
+        assert body["cart"] == {tracked.item_id: 1, other.item_id: 2}
+        assert [c["item_id"] for c in body["items"]] == [tracked.item_id, other.item_id]
+        assert body["total"] == pytest.approx(round(tracked.price + 2 * other.price, 2))
+
+        too_many = client.post(cart, json={"item_id": tracked.item_id, "quantity": tracked.stock})  # 1 + stock
+        assert too_many.status_code == 422 and f"only {tracked.stock} of {tracked.item_id}" in too_many.json()["detail"]
+        unknown = client.post(cart, json={"item_id": "sku-nope"})
+        assert unknown.status_code == 404 and "sku-nope" in unknown.json()["detail"]
+        assert client.post(cart, json={"item_id": other.item_id, "quantity": 0}).status_code == 422
+        assert client.post("/v1/shopping/sessions/nope/cart", json={"item_id": other.item_id}).status_code == 404
+        assert client.get(f"/v1/shopping/sessions/{sid}").json()["cart"] == {tracked.item_id: 1, other.item_id: 2}
+
+        r = client.delete(f"{cart}/{other.item_id}")
+        assert r.status_code == 200 and r.json()["cart"] == {tracked.item_id: 1}
+        assert r.json()["total"] == pytest.approx(tracked.price)
+        again = client.delete(f"{cart}/{other.item_id}")
+        assert again.status_code == 404 and other.item_id in again.json()["detail"]
+
+
+def test_stream_listing_and_plan_view(live_server: ServerFactory, worlds: dict[str, Path]) -> None:
+    """What the page draws: the streams' on-screen windows as the world wrote them, and a plan's stops with
+    their places' opening hours and the travel legs between them."""
+    from apps.livestream.world import STREAMS_FILE, Stream
+    from infra.recordio import read_records
+
+    url, _ = live_server(None, apps=("livestream", "travel"))
+    streams = read_records(worlds["livestream"] / STREAMS_FILE, Stream)[0]
+    with httpx.Client(base_url=url, timeout=30) as client:
+        listed = client.get("/v1/livestream/streams").json()["streams"]
+        assert [s["stream_id"] for s in listed] == [s.stream_id for s in streams]
+        for view, stream in zip(listed, streams, strict=True):
+            assert view["duration_s"] == stream.duration_s
+            assert [(p["item_id"], p["start_s"], p["end_s"]) for p in view["products"]] == [
+                (i, a, b) for i, (a, b) in zip(stream.item_ids, stream.windows, strict=True)]
+
+        plan = client.post("/v1/travel/plan", json={"request": "a museum and lunch", "constraints": {
+            "day": "sat", "start_min": 600, "end_min": 1080, "mode": "walk"}}).json()
+        stops, legs = plan["stops"], plan["legs"]
+        assert [s["poi_id"] for s in stops] == [s["poi_id"] for s in plan["itinerary"]["stops"]]
+        assert len(legs) == len(stops) - 1 >= 1
+        pois = _catalog(worlds["travel"])
+        for stop in stops:
+            assert stop["name"] == pois[stop["poi_id"]].title and stop["opens"] < stop["closes"]
+        for leg, a, b in zip(legs, stops, stops[1:], strict=False):
+            assert (leg["from_poi"], leg["to_poi"], leg["mode"]) == (a["poi_id"], b["poi_id"], "walk")
+            assert (leg["depart_min"], leg["arrive_min"]) == (a["depart_min"], b["arrive_min"])
+            assert 0 <= leg["travel_min"] <= leg["arrive_min"] - leg["depart_min"]  # the plan is feasible
+        r = client.post("/v1/shopping/sessions", json={})
+        assert r.status_code == 404  # shopping is not served here: no cart either
+
+
+def test_page_and_offline_docs_are_served(live_server: ServerFactory) -> None:
+    url, _ = live_server(None, apps=("shopping",))
+    with httpx.Client(base_url=url, timeout=30) as client:
+        page = client.get("/")
+        assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+        assert 'id="panel-shopping"' in page.text
+        for asset in ("/ui/app.js", "/ui/style.css"):
+            assert client.get(asset).status_code == 200, asset
+        for path in ("/docs", "/redoc"):
+            html = client.get(path).text
+            assert "/docs-assets/" in html and "cdn.jsdelivr" not in html and "fonts.googleapis" not in html, path
+        for asset in ("swagger-ui-bundle.js", "swagger-ui.css", "redoc.standalone.js"):
+            assert client.get(f"/docs-assets/{asset}").status_code == 200, asset
+        assert "/" not in client.get("/openapi.json").json()["paths"]  # the page is not part of the API
