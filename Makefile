@@ -50,7 +50,8 @@ demo: $(STAMP)
 	@echo "       -d '{\"request\": \"a day of museums and a good lunch, Saturday 10:00-18:00\"}'"
 	@echo "  curl -s localhost:$(DEMO_PORT)/v1/chat/completions -H 'content-type: application/json' \\"
 	@echo "       -d '{\"model\": \"sidekick:shopping\", \"messages\": [{\"role\": \"user\", \"content\": \"a tent for two\"}]}'"
-	@echo "  open http://127.0.0.1:$(DEMO_PORT)/docs   (OpenAPI)   ·   curl -s localhost:$(DEMO_PORT)/metrics"
+	@echo "  open http://127.0.0.1:$(DEMO_PORT)/   (a page to try the three agents)   ·   /docs (OpenAPI)"
+	@echo "  curl -s localhost:$(DEMO_PORT)/metrics"
 	@echo
 	$(VENV)/bin/sidekick serve $(DEMO_DIR)/cascade-quick/final --world $(DEMO_DIR)/world --world $(DEMO_DIR)/livestream \
 		--world $(DEMO_DIR)/travel --port $(DEMO_PORT)

@@ -299,8 +299,7 @@ async function loadStreams() {
     if (!ls.streams.length) lsAnswer.replaceChildren(el("p", {class: "error", text: "This server has no streams."}));
     else chooseStream(ls.streams[0].stream_id);
   } catch (e) {
-    lsAnswer.replaceChildren(e.status === 404 ? el("p", {class: "error", text: "This server does not serve the livestream app."})
-      : errorBox(e, loadStreams));
+    if (e.status !== 404) lsAnswer.replaceChildren(errorBox(e, loadStreams));  // 404: the panel's notice says it
   }
 }
 
@@ -393,7 +392,29 @@ async function planTrip() {
 document.getElementById("tr-form").addEventListener("submit", (e) => { e.preventDefault(); planTrip(); });
 
 // ------------------------------------------------------------------------------------------ start
+// Apps this server does not serve keep their tab, marked, and say so in their panel instead of failing on use.
+async function markServedApps() {
+  let apps;
+  try {
+    apps = (await (await fetch("/readyz")).json()).apps;
+  } catch (e) {
+    return;
+  }
+  if (!Array.isArray(apps)) return;
+  for (const tab of tabs) {
+    const name = tab.id.replace("tab-", "");
+    if (apps.includes(name)) continue;
+    tab.classList.add("unserved");
+    tab.setAttribute("title", `This server does not serve the ${name} app`);
+    const panel = document.getElementById(tab.getAttribute("aria-controls"));
+    panel.prepend(el("p", {class: "error notice", role: "note",
+      text: `This server does not serve the ${name} app (it serves: ${apps.join(", ") || "nothing"}). ` +
+            `Start it with a ${name} world: sidekick serve AGENT --world … --world runs/demo/${name === "shopping" ? "world" : name}`}));
+  }
+}
+
 renderCart({cart: {}, items: [], total: 0});
+markServedApps();
 const fromHash = () => tabs.find((t) => `#${t.id.replace("tab-", "")}` === location.hash);
 select(fromHash() || tabs[0], false);
 window.addEventListener("hashchange", () => { const tab = fromHash(); if (tab) select(tab, false); });

@@ -294,3 +294,14 @@ def test_docs_work_offline(browser: Any, fallback_server: str) -> None:
         assert not foreign, f"{path} loaded {foreign}"
         assert [e for e in page_errors(browser) if "/redoc/logo" not in e] == []
     shot(browser, "docs")
+
+
+def test_an_app_the_server_does_not_serve_says_so(browser: Any, live_server: Any) -> None:
+    base, _ = live_server(None, apps=("shopping",))
+    browser.get(base + "/#livestream")
+    notice = wait_for(browser, "#panel-livestream .notice")[0]
+    assert "does not serve the livestream app" in notice.text and "serves: shopping" in notice.text
+    assert "unserved" in find(browser, "#tab-travel").get_attribute("class")
+    assert "unserved" not in (find(browser, "#tab-shopping").get_attribute("class") or "")
+    errors = page_errors(browser)
+    assert all("/v1/livestream/streams" in e and "404" in e for e in errors), errors  # the one call it tried
