@@ -155,7 +155,7 @@ function renderCart(reply) {
     const name = item ? item.title : itemId;
     lines.append(el("li", {class: "cart-line"},
       el("span", {text: `${quantity} × ${name}`}),
-      el("span", {class: "price", text: item ? money(item.price * quantity, item.currency) : ""}),
+      el("span", {class: "price", text: item && item.price !== null ? money(item.price * quantity, item.currency) : ""}),
       el("button", {type: "button", class: "remove secondary", "aria-label": `Remove ${name} from cart`, text: "Remove",
         onclick: () => removeFromCart(itemId)})));
   }

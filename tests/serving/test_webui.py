@@ -142,6 +142,7 @@ def test_shopping_turn_renders_item_cards_and_cart(browser: Any, fallback_server
     line = wait_for(browser, ".cart-line")[0]
     assert first["title"] in line.text
     assert find(browser, "#cart-total").text == f"{first['price']:.2f}"
+    find(browser, "#shop-input").click()  # the pointer leaves the card (its SID tooltip closes) for the picture
     shot(browser, "shopping")
     line.find_element("css selector", "button.remove").click()
     wait_for(browser, ".cart-lines .empty")
@@ -231,7 +232,8 @@ def test_trip_plan_renders_stops_legs_and_opening_hours(browser: Any, fallback_s
     find(browser, "#tr-plan").click()
     stops = wait_for(browser, "#tr-result .stops .stop")
     expected = httpx.post(f"{base}/v1/travel/plan", timeout=WAIT_S, json={
-        "request": request, "constraints": {"day": "sat", "start_min": 600, "end_min": 1080, "mode": "transit"}}).json()
+        "request": request, "constraints": {"day": "sat", "start_min": 600, "end_min": 1080, "mode": "transit",
+                                            "must_categories": ["museum", "food"]}}).json()
     assert len(stops) == len(expected["stops"]) >= 2
     for row, stop in zip(stops, expected["stops"], strict=True):
         assert stop["name"] in row.text
