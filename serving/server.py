@@ -91,7 +91,7 @@ class AgentServer:
                  *, store: SessionStore | None = None, metrics: Metrics | None = None) -> None:
         self.config = config or ServeConfig()
         self.metrics = metrics or Metrics()
-        self.admission = Admission()
+        self.admission = Admission(learn_curve=self.config.batching)  # one at a time: Little's law is exact
         self.front: BatchingEngine | None = None
         self.model: ModelAccess | None = None
         if model is not None:
