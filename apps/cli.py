@@ -490,6 +490,12 @@ def _print_cascade(report: dict[str, Any], out: Path) -> None:
     if rl.get("reward_first") is not None and rl.get("reward_last") is not None:
         out_console.print(f"RL on its {rl['tasks']} low-certainty tasks: mean reward {rl['reward_first']:.3f} (first "
                           f"update) -> {rl['reward_last']:.3f} (update {rl['steps']})", highlight=False)
+    on = report.get("rl_set") or {}
+    if on.get("reward"):
+        parts = [f"{m} {c['a']:.3f} -> {c['b']:.3f} ({c['delta']:+.3f} [{c['lo']:+.3f}, {c['hi']:+.3f}]"
+                 f"{'*' if c['excludes_zero'] else ''})" for m in ("success", "reward") if (c := on.get(m))]
+        out_console.print(f"RL's own {on['tasks']} tasks, SFT-2 -> final ({on['samples']} samples each at temperature "
+                          f"{on['temperature']:g}): " + ", ".join(parts), highlight=False)
     beats = report["final_beats_seed"]
     out_console.print(f"final vs seed_sft: success {'better' if beats['success'] else 'NOT better'}, "
                       f"recall@10 {'better' if beats['recall@10'] else 'NOT better'}  ->  {out / 'final'}"

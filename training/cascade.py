@@ -110,6 +110,8 @@ class ReportSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     max_tasks: int = Field(200, ge=1, description="Held-out tasks evaluated per agent (the first N).")
+    rl_samples: int = Field(8, ge=0, description="Episodes per task of SFT-2's and the final agent on the RL "
+                            "stage's own tasks, sampled as RL samples (0 = skip that comparison).")
 
 
 class CascadeRL(BaseModel):
@@ -370,6 +372,29 @@ class Cascade:
         counts = json.loads(manifest.read_text()).get("counts", {}) if manifest.is_file() else {}
         return {k: counts.get(k) for k in ("tasks", "steps", "reward_first", "reward_last")}
 
+    def _on_rl_tasks(self, final: Path) -> dict[str, Any]:
+        """Did RL improve on what it trained on? SFT-2's agent (RL's start) and the final agent each run
+        ``report.rl_samples`` episodes of every RL task, sampled as RL samples them (its rollout settings) with
+        the same seeds for both; per task the pass rate and mean reward, paired by task: ``{tasks, samples,
+        temperature, success: {a, b, delta, lo, hi, excludes_zero, n}, reward: {...}}`` (a = SFT-2, b = final).
+        """
+        from eval.paired import paired_compare
+
+        k, settings = self.cfg.report.rl_samples, self.cfg.rl.rollout
+        tasks = self._subset("low") or self._subset("high")
+        if k == 0 or not tasks:
+            return {}
+        jobs = [EpisodeJob(t, g, s, call_seed(self.cfg.seed, "rl-set", t.task_id, s))
+                for g, t in enumerate(tasks) for s in range(k)]
+        rows: dict[str, list[dict[str, Any]]] = {}
+        for name, agent in (("sft2", self._agent("sft2")), ("final", final)):
+            with self._pool(agent, settings) as pool:
+                trajs = pool.map(jobs, progress=lambda n: self.progress("report", 0, None))
+            rows[name] = per_task_rates(tasks, trajs, self._passes)
+        cmp = paired_compare(rows["sft2"], rows["final"], ("success", "reward"), seed=self.cfg.seed)
+        cells = {m: v for m, v in cmp["groups"]["all"].items() if m != "tasks"}
+        return {"tasks": len(tasks), "samples": k, "temperature": settings.temperature, **cells}
+
     def stage_report(self) -> None:
         out = self.cfg.stage_dir("report")
         tasks = self.heldout[:self.cfg.report.max_tasks]
@@ -386,7 +411,8 @@ class Cascade:
         report = {"heldout": [str(p) for p in self.cfg.heldout], "tasks": len(tasks), "agents": rows,
                   "final_beats_seed": {k: rows["final"].get(k, 0.0) > rows["seed_sft"].get(k, 0.0)
                                        for k in ("success", "recall@10")},
-                  "paired": stage_deltas(out, self.cfg.seed), "rl_reward": self._rl_reward()}
+                  "paired": stage_deltas(out, self.cfg.seed), "rl_reward": self._rl_reward(),
+                  "rl_set": self._on_rl_tasks(final)}
         (out / "report.json").write_text(json.dumps(report, indent=1))
         self._manifest("report", self.cfg.report.model_dump(), {"tasks": len(tasks)}, [final])
 
@@ -410,6 +436,24 @@ def stage_deltas(report_dir: Path, seed: int = 0, n_boot: int = 2000) -> dict[st
             cmp = paired_compare(rows_a, rows_b, PAIRED_METRICS, n_boot=n_boot, seed=seed)
             out[f"{later} - {earlier}"] = {m: v for m, v in cmp["groups"].get("all", {}).items() if m != "tasks"}
     return out
+
+
+def per_task_rates(tasks: Sequence[Task], trajs: Sequence[Trajectory],
+                   passes: Callable[[Trajectory], bool]) -> list[dict[str, Any]]:
+    """Per task (in ``tasks`` order) the share of its episodes that pass and their mean reward, as the rows
+    :func:`eval.paired.paired_compare` pairs (a task with no episode counts 0 for both)."""
+    from eval.paired import AGENT
+
+    by_task: dict[str, list[Trajectory]] = defaultdict(list)
+    for t in trajs:
+        by_task[t.task_id].append(t)
+    rows = []
+    for task in tasks:
+        episodes = by_task.get(task.task_id, [])
+        n = max(1, len(episodes))
+        rows.append({"task_id": task.task_id, "app": task.app, "kind": task.kind, "values": {AGENT: {
+            "success": sum(passes(e) for e in episodes) / n, "reward": sum(e.reward for e in episodes) / n}}})
+    return rows
 
 
 def _data_digest(directory: Path) -> str | None:

@@ -32,3 +32,30 @@ def test_stage_deltas_pair_each_later_agent_with_an_earlier_one(tmp_path: Path) 
     # per-task differences [1, 1, 0, 0]: a resample of four zeros (p = 1/16 > 2.5 %) keeps 0 inside the interval
     assert got["final - seed_sft"]["success"]["lo"] == 0.0 and not got["final - seed_sft"]["success"]["excludes_zero"]
     assert stage_deltas(tmp_path / "missing") == {}
+
+
+def test_per_task_rates_pair_rl_tasks_before_and_after() -> None:
+    """RL's own tasks: per task the pass share and mean reward of its episodes, then paired SFT-2 vs final."""
+    from eval.paired import paired_compare
+    from harness.tasks import Message, Task
+    from training.cascade import per_task_rates
+    from training.rl.trajectory import Trajectory
+
+    tasks = [Task(task_id=f"t{i}", app="shopping", kind="vague", messages=[Message(role="user", content="x")])
+             for i in range(3)]
+
+    def ep(task: str, reward: float) -> Trajectory:
+        return Trajectory(task_id=task, group=0, sample=0, tokens=[], mask=[], logprobs=[], chunks=[], reward=reward,
+                          success=reward >= 1.0)
+
+    def passes(t: Trajectory) -> bool:
+        return t.success
+
+    before = per_task_rates(tasks, [ep("t0", 0.0), ep("t0", 1.0), ep("t1", 0.5), ep("t1", 0.5)], passes)
+    after = per_task_rates(tasks, [ep("t0", 1.0), ep("t0", 1.0), ep("t1", 1.0), ep("t1", 0.0)], passes)
+    assert [r["values"]["agent"] for r in before] == [{"success": 0.5, "reward": 0.5}, {"success": 0.0, "reward": 0.5},
+                                                      {"success": 0.0, "reward": 0.0}]  # t2 ran no episode: 0
+    cmp = paired_compare(before, after, ("success", "reward"), n_boot=200)["groups"]["all"]
+    # success per task 0.5 -> 1, 0 -> 0.5, 0 -> 0: mean 1/6 -> 1/2; reward 0.5 -> 1, 0.5 -> 0.5, 0 -> 0
+    assert cmp["success"]["a"] == pytest.approx(1 / 6, abs=1e-5) and cmp["success"]["b"] == pytest.approx(0.5)
+    assert cmp["reward"]["delta"] == pytest.approx(0.5 / 3, abs=1e-5)
