@@ -376,8 +376,8 @@ class Cascade:
         """Did RL improve on what it trained on? SFT-2's agent (RL's start) and the final agent each run
         ``report.rl_samples`` episodes of every RL task, sampled as RL samples them (its rollout settings) with
         the same seeds for both; per task the pass rate and mean reward, paired by task: ``{tasks, samples,
-        temperature, success: {a, b, delta, lo, hi, excludes_zero, n}, reward: {...}}`` (a = SFT-2, b = final).
-        """
+        temperature, success: {a, b, delta, lo, hi, excludes_zero, n}, reward: {...}}`` (a = SFT-2, b = final);
+        the per-task rows go to ``report/rl_set/{sft2,final}.jsonl``."""
         from eval.paired import paired_compare
 
         k, settings = self.cfg.report.rl_samples, self.cfg.rl.rollout
@@ -391,6 +391,9 @@ class Cascade:
             with self._pool(agent, settings) as pool:
                 trajs = pool.map(jobs, progress=lambda n: self.progress("report", 0, None))
             rows[name] = per_task_rates(tasks, trajs, self._passes)
+            where = self.cfg.stage_dir("report") / "rl_set"
+            where.mkdir(parents=True, exist_ok=True)
+            (where / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows[name]))
         cmp = paired_compare(rows["sft2"], rows["final"], ("success", "reward"), seed=self.cfg.seed)
         cells = {m: v for m, v in cmp["groups"]["all"].items() if m != "tasks"}
         return {"tasks": len(tasks), "samples": k, "temperature": settings.temperature, **cells}
