@@ -92,7 +92,10 @@ class ProbeSettings(BaseModel):
 class SelectSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    threshold: float = Field(0.25, ge=0, le=1, description="certainty >= threshold is high, below is low.")
+    threshold: float = Field(0.25, ge=0, le=1, description="certainty >= threshold is high (SFT-2's set).")
+    low_below: float | None = Field(None, ge=0, le=1, description="certainty < low_below is low (RL's set); None = "
+                                    "threshold (disjoint sets). Above threshold the sets overlap: a task passed "
+                                    "sometimes is in both, SFT-2 rejection-samples its passes and RL works on it.")
 
 
 class RFTSettings(BaseModel):
@@ -324,7 +327,8 @@ class Cascade:
         out = self.cfg.stage_dir("select")
         scores = load_certainty(self.cfg.stage_dir("probe") / "certainty.jsonl")
         high = [self.by_id[i] for i, c in scores.items() if c >= self.cfg.select.threshold and i in self.by_id]
-        low = [self.by_id[i] for i, c in scores.items() if c < self.cfg.select.threshold and i in self.by_id]
+        below = self.cfg.select.threshold if self.cfg.select.low_below is None else self.cfg.select.low_below
+        low = [self.by_id[i] for i, c in scores.items() if c < below and i in self.by_id]
         for name, subset in (("high", high), ("low", low)):
             (out / name).mkdir(parents=True, exist_ok=True)
             with (out / name / "tasks.jsonl").open("w") as f:

@@ -59,3 +59,26 @@ def test_per_task_rates_pair_rl_tasks_before_and_after() -> None:
     # success per task 0.5 -> 1, 0 -> 0.5, 0 -> 0: mean 1/6 -> 1/2; reward 0.5 -> 1, 0.5 -> 0.5, 0 -> 0
     assert cmp["success"]["a"] == pytest.approx(1 / 6, abs=1e-5) and cmp["success"]["b"] == pytest.approx(0.5)
     assert cmp["reward"]["delta"] == pytest.approx(0.5 / 3, abs=1e-5)
+
+
+@pytest.mark.parametrize(("low_below", "high", "low"), [(None, ["a", "b", "c"], ["z"]), (1.0, ["a", "b", "c"],
+                                                                                          ["z", "a", "b"])])
+def test_select_splits_by_certainty_and_rl_may_take_the_sometimes_passed(
+        tmp_path: Path, low_below: float | None, high: list[str], low: list[str]) -> None:
+    from harness.tasks import Message, Task
+    from training.cascade import Cascade, CascadeConfig
+
+    cfg = CascadeConfig.model_validate({
+        "out": tmp_path, "world": tmp_path, "tasks": tmp_path, "heldout": [tmp_path], "app": "shopping",
+        "seed_sft": {"base": "tiny", "world": tmp_path, "sid": tmp_path},
+        "select": {"threshold": 0.25, "low_below": low_below}})
+    certainty = {"z": 0.0, "a": 0.25, "b": 0.75, "c": 1.0}
+    (tmp_path / "probe").mkdir()
+    (tmp_path / "probe" / "certainty.jsonl").write_text(
+        "".join(json.dumps({"task_id": k, "certainty": v}) + "\n" for k, v in certainty.items()))
+    tasks = [Task(task_id=k, app="shopping", kind="vague", messages=[Message(role="user", content=k)])
+             for k in certainty]
+    cascade = Cascade(cfg, tasks, tasks, lambda: None, None, lambda *a: {}, sft=None)  # type: ignore[arg-type]
+    cascade.stage_select()
+    assert [t.task_id for t in cascade._subset("high")] == high
+    assert sorted(t.task_id for t in cascade._subset("low")) == sorted(low)
