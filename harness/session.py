@@ -17,6 +17,8 @@ from typing import Annotated, Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
+from harness.catalog import Item
+
 AppName = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]{0,31}$")]
 """An app's name as the app table (``apps/__init__.py``) lists it: lowercase, digits and underscores."""
 
@@ -55,6 +57,17 @@ class SessionState(BaseModel):
     context: TokenContext | None = Field(None, description="The model's exact token context (None = render).")
     created: float = Field(default_factory=time.time)
     updated: float = Field(default_factory=time.time)
+
+    def add_to_cart(self, item: Item, quantity: int = 1) -> None:
+        """Put ``quantity`` more units of ``item`` in the cart, never more than its stock: ``ValueError`` saying
+        how many there are (the agent's ``cart_add`` tool and the REST cart route share this rule)."""
+        total = self.cart.get(item.item_id, 0) + quantity
+        if not item.in_stock:
+            raise ValueError(f"{item.item_id} is out of stock")
+        if item.stock is not None and total > item.stock:
+            raise ValueError(f"only {item.stock} of {item.item_id} in stock ({self.cart.get(item.item_id, 0)} "
+                             "already in the cart)")
+        self.cart[item.item_id] = total
 
     def trim(self, max_messages: int, max_shown: int = 200) -> None:
         """Keep the first user message and the latest others, at most ``max_messages`` in all."""

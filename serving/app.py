@@ -288,12 +288,10 @@ def session_router(app_name: str) -> APIRouter:
         item = server.app(app_name).spec.catalog.get(body.item_id)
         if item is None:
             raise HTTPException(404, f"item_id: {body.item_id!r} is not in the catalog")
-        quantity = state.cart.get(item.item_id, 0) + body.quantity
-        if not item.in_stock or (item.stock is not None and quantity > item.stock):
-            have = 0 if not item.in_stock else item.stock
-            raise HTTPException(422, f"quantity: only {have} of {item.item_id} in stock "
-                                     f"({state.cart.get(item.item_id, 0)} already in the cart)")
-        state.cart[item.item_id] = quantity
+        try:
+            state.add_to_cart(item, body.quantity)
+        except ValueError as e:
+            raise HTTPException(422, f"quantity: {e}") from None
         server.store.put(state)
         return _json(_cart_reply(server, state))
 

@@ -13,6 +13,7 @@ model runs out of time.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -508,7 +509,8 @@ def livestream_app(world: Path | str | None = None, *, catalog: Catalog | None =
     by_id = {s.stream_id: s for s in streams or ()}
     return AppSpec(
         name="livestream", system_prompt=SYSTEM_PROMPT, tools=ToolRegistry(TOOLS), catalog=catalog,
-        fallback=fallback, resources=LivestreamResources(by_id), listing=lambda: stream_listing(by_id, catalog),
+        fallback=fallback, resources=LivestreamResources(by_id),
+        listing=functools.cache(lambda: stream_listing(by_id, catalog)),  # streams never change while served
         default_budget_ms=budget_ms, max_steps=max_steps, require_stock=False,
     )
 

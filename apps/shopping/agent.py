@@ -756,12 +756,10 @@ def _cart_view(ctx: TurnContext) -> dict[str, Any]:
 def cart_add(args: CartAddArgs, ctx: TurnContext) -> dict[str, Any]:
     """Add units of an in-stock item to the session's cart (never more than the stock)."""
     item = _resolve(ctx, args.item_id)
-    if not item.in_stock:
-        raise ToolError(f"{item.item_id} is out of stock")
-    quantity = ctx.session.cart.get(item.item_id, 0) + args.quantity
-    if item.stock is not None and quantity > item.stock:
-        raise ToolError(f"only {item.stock} of {item.item_id} in stock")
-    ctx.session.cart[item.item_id] = quantity
+    try:
+        ctx.session.add_to_cart(item, args.quantity)
+    except ValueError as e:
+        raise ToolError(str(e)) from None
     return _cart_view(ctx)
 
 

@@ -242,3 +242,20 @@ def test_a_silent_redis_times_out_as_a_session_error() -> None:
         with pytest.raises(SessionError, match="redis"):
             store.get("x")
         assert time.monotonic() - start < 3.0
+
+
+def test_add_to_cart_never_passes_the_stock() -> None:
+    from harness.catalog import Item
+
+    state = SessionState(app="shopping")
+    three = Item(item_id="a", title="A", category_path=["x"], price=5.0, stock=3)
+    state.add_to_cart(three, 2)
+    state.add_to_cart(three)
+    assert state.cart == {"a": 3}
+    with pytest.raises(ValueError, match=r"only 3 of a in stock \(3 already in the cart\)"):
+        state.add_to_cart(three)
+    with pytest.raises(ValueError, match="b is out of stock"):
+        state.add_to_cart(Item(item_id="b", title="B", category_path=["x"], stock=0))
+    untracked = Item(item_id="c", title="C", category_path=["x"])  # stock None: not tracked
+    state.add_to_cart(untracked, 50)
+    assert state.cart == {"a": 3, "c": 50}
