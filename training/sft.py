@@ -414,6 +414,16 @@ class SFTTrainer:
     def _loss_sum(self, batch: Batch) -> tuple[torch.Tensor, int]:
         """Summed cross-entropy over the batch's targets, and how many targets there were."""
         batch = batch.to(self.device)
+        parts = _plain_head(self.model)
+        if parts is not None:  # the head only where there is a target: most positions are prompt
+            decoder, head = parts
+            keep = batch.targets != IGNORE  # (B, T)
+            with self._autocast():
+                hidden = decoder(input_ids=batch.input_ids, position_ids=batch.position_ids,
+                                 use_cache=False).last_hidden_state  # (B, T, H)
+                logits = head(hidden[keep])  # (N, V)
+            loss = F.cross_entropy(logits.float(), batch.targets[keep], reduction="sum")
+            return loss, int(keep.sum())
         with self._autocast():
             logits = self.model(input_ids=batch.input_ids, position_ids=batch.position_ids, use_cache=False).logits
         assert logits.shape[:2] == batch.targets.shape, f"logits {tuple(logits.shape)} vs {tuple(batch.targets.shape)}"
@@ -631,6 +641,22 @@ def _module_name(model: torch.nn.Module, module: torch.nn.Module | None) -> str 
     if module is None:
         return None
     return next((name.rsplit(".", 1)[-1] for name, m in model.named_modules() if m is module), None)
+
+
+PLAIN_HEAD_TYPES = frozenset({"llama", "mistral", "qwen2", "qwen3"})
+"""Model types whose causal-LM logits are exactly ``lm_head(decoder(...).last_hidden_state)`` (no scaling or
+soft-capping), so the loss may run the head on the target positions alone."""
+
+
+def _plain_head(model: Any) -> tuple[Any, Any] | None:
+    """``(decoder, head)`` of a causal LM (LoRA-wrapped or not) whose logits are the head over the decoder's last
+    hidden state; None for any other model (the loss then takes the model's own logits). On the SmolLM2 LoRA
+    seed the head over every position was a third of a training step (8 x 320 tokens: 10.0 -> 6.5 s)."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    if getattr(base.config, "model_type", None) not in PLAIN_HEAD_TYPES or not hasattr(base, "get_decoder"):
+        return None
+    decoder, head = base.get_decoder(), base.get_output_embeddings()
+    return (decoder, head) if decoder is not None and head is not None else None
 
 
 def apply_lora(model: PreTrainedModel, lora: LoraSettings, new_token_ids: list[int]) -> Any:

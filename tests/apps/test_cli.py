@@ -143,7 +143,9 @@ def test_train_rl_and_cascade_refuse_bad_inputs_before_starting_ray(tmp_path: Pa
     _one_line_error(run("train", "cascade", cascade, "--stage", "bogus"), "--stage bogus: expected one of")
     _one_line_error(run("train", "cascade", cascade, "--out", tmp_path / "c", "--workers", "0"), "workers")
     bad = tmp_path / "cascade.yaml"
-    bad.write_text(cascade.read_text().replace("  max_steps: 1200", "  max_step: 1200"))
+    text = cascade.read_text()
+    assert "  max_steps: 300" in text and "rl:\n  steps: 8" in text
+    bad.write_text(text.replace("  max_steps: 300", "  max_step: 300"))
     _one_line_error(run("train", "cascade", bad), "max_step")  # a typo in the seed SFT section, found at load
-    bad.write_text(cascade.read_text().replace("rl:\n  steps: 30", "rl:\n  steps: 0"))
+    bad.write_text(text.replace("rl:\n  steps: 8", "rl:\n  steps: 0"))
     _one_line_error(run("train", "cascade", bad), "steps")  # and one in the RL section

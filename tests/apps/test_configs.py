@@ -56,4 +56,7 @@ def test_the_cascade_profiles_and_their_seed_sft_validate() -> None:
         assert sft.out == cfg.out / "seed_sft" / "sft"
     quick = load_config(CascadeConfig, path, transform=quick_profile)
     full = load_config(CascadeConfig, path)
-    assert quick.out != full.out and quick.seed_sft["max_steps"] < full.seed_sft["max_steps"] and quick.quick == {}
+    assert quick.out != full.out and quick.quick == {}
+    # the full profile: SmolLM2 with LoRA; --quick: the tiny model, full fine-tune
+    assert full.sft_config().base == "smollm2-135m" and full.sft_config().lora is not None
+    assert quick.sft_config().base == "tiny" and quick.sft_config().lora is None

@@ -19,6 +19,7 @@ import torch
 from pydantic import ValidationError
 from transformers import LlamaConfig, LlamaForCausalLM
 
+import training.sft as sft_module
 from apps.shopping.agent import SYSTEM_PROMPT, shopping_tools
 from apps.shopping.sft import SOURCE, world_corpus
 from apps.shopping.world import ShoppingWorldConfig, generate_shopping_world
@@ -151,6 +152,36 @@ def test_lora_trains_sid_rows_and_head_and_freezes_the_base(env: dict[str, Path]
         assert torch.equal(w[old], w0[old]) == (embeddings == "new_tokens"), f"{get}: base rows"
     tied = final.get_input_embeddings().weight.data_ptr() == final.get_output_embeddings().weight.data_ptr()
     assert tied == (base == "tiny")
+
+
+@pytest.mark.parametrize("lora", [None, {"r": 4, "alpha": 8, "dropout": 0.0}])
+def test_head_on_targets_only_gives_the_full_logits_loss_and_grads(env: dict[str, Path], tmp_path: Path,
+                                                                   lora: dict[str, Any] | None) -> None:
+    """The loss runs the LM head on target positions only; loss and gradients equal those of the model's own
+    full (B, T, V) logits."""
+    trainer = SFTTrainer(_cfg(env, tmp_path / "run", lora=lora), SOURCE)
+    trainer.setup()
+    assert sft_module._plain_head(trainer.model) is not None  # the tiny base is a Llama
+    rows = trainer._step_rows(0)[0][0]
+    assert trainer.tokenizer is not None
+    batch = sft_module.collate(rows, int(trainer.tokenizer.pad_token_id))
+    assert 0 < int((batch.targets != sft_module.IGNORE).sum()) < batch.targets.numel()  # prompt positions exist
+
+    def loss_and_grads() -> tuple[float, int, list[torch.Tensor]]:
+        trainer.model.zero_grad(set_to_none=True)
+        loss, n = trainer._loss_sum(batch)
+        loss.backward()
+        return float(loss.detach()), n, [torch.clone(p.grad) for p in trainer.trainable_parameters() if p.grad is not None]
+
+    fast = loss_and_grads()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(sft_module, "_plain_head", lambda model: None)
+        full = loss_and_grads()
+    trainer.close()
+    assert fast[1] == full[1]
+    assert fast[0] == pytest.approx(full[0], rel=1e-5)
+    for a, b in zip(fast[2], full[2], strict=True):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4)
 
 
 def test_resume_after_kill_gives_identical_parameters(env: dict[str, Path], tmp_path: Path) -> None:
