@@ -75,7 +75,9 @@ def _load_dir(path: Path, dtype: torch.dtype) -> tuple[PreTrainedModel, PreTrain
         raise ModelError(f"{path} is not an HF checkpoint directory (no config.json)")
     with _no_hf_progress():
         tokenizer = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
-        model = AutoModelForCausalLM.from_pretrained(str(path), dtype=dtype, local_files_only=True)
+        # use_kernels=False: transformers would otherwise fetch "hub kernels" when a CUDA model enters train or
+        # eval mode (found on the GPU check); Sidekick runs offline and uses the model's own layers
+        model = AutoModelForCausalLM.from_pretrained(str(path), dtype=dtype, local_files_only=True, use_kernels=False)
     if tokenizer.pad_token is None and tokenizer.eos_token is not None:
         tokenizer.pad_token = tokenizer.eos_token
     return model.eval(), tokenizer

@@ -79,7 +79,7 @@ class TextEncoder:
         if threads:
             torch.set_num_threads(threads)
         self.tokenizer: Any = AutoTokenizer.from_pretrained(path)
-        self.model: Any = AutoModel.from_pretrained(path).eval()
+        self.model: Any = AutoModel.from_pretrained(path, use_kernels=False).eval()  # no hub kernel downloads
         if precision not in ("auto", "fp32", "bf16"):
             raise ValueError(f"precision must be auto, fp32 or bf16, got {precision!r}")
         self.bf16 = _use_bf16(precision)

@@ -188,7 +188,7 @@ def _convert_gguf(gguf: Path, out: Path) -> None:
     t0 = time.perf_counter()
     tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name, local_files_only=True)
     model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32,
-                                                 local_files_only=True)
+                                                 local_files_only=True, use_kernels=False)
     quantizer = getattr(model, "hf_quantizer", None)
     if quantizer is not None:
         quantizer.remove_quantization_config(model)
