@@ -268,40 +268,45 @@ def session_router(app_name: str) -> APIRouter:
 
     @router.post("/sessions/{session_id}/turns", response_model=TurnReply, responses=errors(*BODY_ERRORS))
     async def create_turn(session_id: str, body: TurnRequest, server: ServerDep, arrived: ArrivalDep) -> Response:
-        """One user message -> the agent's reply with item cards."""
-        state = _load_session(server, app_name, session_id)
-        if body.constraints is not None:
-            merged = {**state.constraints, **body.constraints.as_dict()}
-            if (problem := price_range_problem(merged)) is not None:
-                raise HTTPException(422, f"constraints: {problem} (merged with the session's constraints)")
-            state.constraints = merged
-        budget_ms = server.budget_ms(app_name, body.budget_ms)
-        state, result = await run_turn(server, app_name, state, body.message, budget_ms, arrived=arrived)
-        server.store.put(state)
+        """One user message -> the agent's reply with item cards. A session's turns run one at a time: a second
+        one sent meanwhile waits for the first (its budget counting from its arrival)."""
+        async with server.session_locks.hold(session_id):
+            state = _load_session(server, app_name, session_id)
+            if body.constraints is not None:
+                merged = {**state.constraints, **body.constraints.as_dict()}
+                if (problem := price_range_problem(merged)) is not None:
+                    raise HTTPException(422, f"constraints: {problem} (merged with the session's constraints)")
+                state.constraints = merged
+            budget_ms = server.budget_ms(app_name, body.budget_ms)
+            state, result = await run_turn(server, app_name, state, body.message, budget_ms, arrived=arrived)
+            server.store.put(state)
         return _json(_turn_reply(server, state, result, arrived))
 
     @router.post("/sessions/{session_id}/cart", response_model=CartReply, responses=errors(*BODY_ERRORS))
     async def add_to_cart(session_id: str, body: CartAdd, server: ServerDep) -> Response:
         """Put units of an item in the session's cart (a frontend's "add to cart" button; no model involved).
-        The agent sees the cart on the next turn. 404 for an item not in the catalog, 422 past its stock."""
-        state = _load_session(server, app_name, session_id)
+        The agent sees the cart on the next turn. 404 for an item not in the catalog, 422 past its stock.
+        During a turn of the session it waits for the turn's end, so neither change is lost."""
         item = server.app(app_name).spec.catalog.get(body.item_id)
         if item is None:
             raise HTTPException(404, f"item_id: {body.item_id!r} is not in the catalog")
-        try:
-            state.add_to_cart(item, body.quantity)
-        except ValueError as e:
-            raise HTTPException(422, f"quantity: {e}") from None
-        server.store.put(state)
+        async with server.session_locks.hold(session_id):
+            state = _load_session(server, app_name, session_id)
+            try:
+                state.add_to_cart(item, body.quantity)
+            except ValueError as e:
+                raise HTTPException(422, f"quantity: {e}") from None
+            server.store.put(state)
         return _json(_cart_reply(server, state))
 
     @router.delete("/sessions/{session_id}/cart/{item_id}", response_model=CartReply, responses=errors(404, 422, 503))
     async def remove_from_cart(session_id: str, item_id: str, server: ServerDep) -> Response:
         """Take an item (all its units) out of the session's cart; 404 when it is not there."""
-        state = _load_session(server, app_name, session_id)
-        if state.cart.pop(item_id, None) is None:
-            raise HTTPException(404, f"item_id: {item_id!r} is not in the cart of session {session_id!r}")
-        server.store.put(state)
+        async with server.session_locks.hold(session_id):
+            state = _load_session(server, app_name, session_id)
+            if state.cart.pop(item_id, None) is None:
+                raise HTTPException(404, f"item_id: {item_id!r} is not in the cart of session {session_id!r}")
+            server.store.put(state)
         return _json(_cart_reply(server, state))
 
     @router.get("/sessions/{session_id}", responses=errors(404, 422, 503))
@@ -312,8 +317,9 @@ def session_router(app_name: str) -> APIRouter:
 
     @router.delete("/sessions/{session_id}", status_code=204, responses=errors(404, 422, 503))
     async def delete_session(session_id: str, server: ServerDep) -> Response:
-        _load_session(server, app_name, session_id)
-        server.store.delete(session_id)
+        async with server.session_locks.hold(session_id):  # after a running turn, which would save it again
+            _load_session(server, app_name, session_id)
+            server.store.delete(session_id)
         return Response(status_code=204)
 
     return router

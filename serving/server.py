@@ -8,10 +8,12 @@ requests into batches, so the event loop never waits on model compute.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import math
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -84,6 +86,35 @@ class ServedApp:
     loop: AgentLoop
 
 
+class SessionLocks:
+    """One :class:`asyncio.Lock` per session id in use: a session's turns, cart changes and deletion run one at a
+    time in this process. A turn works on a copy of the session and saves it at its end, so without this a cart
+    change (or a second turn) made meanwhile was lost when the turn saved; now it waits for the turn (at most the
+    turn's budget). Replicas sharing sessions through Redis do not see each other's locks. Use from the event loop.
+    """
+
+    def __init__(self) -> None:
+        self._locks: dict[str, tuple[asyncio.Lock, int]] = {}  # session id -> (lock, holders + waiters)
+
+    @contextlib.asynccontextmanager
+    async def hold(self, session_id: str) -> AsyncIterator[None]:
+        lock, users = self._locks.get(session_id, (None, 0))
+        lock = lock or asyncio.Lock()
+        self._locks[session_id] = (lock, users + 1)
+        try:
+            async with lock:
+                yield
+        finally:
+            lock, users = self._locks[session_id]
+            if users <= 1:
+                del self._locks[session_id]
+            else:
+                self._locks[session_id] = (lock, users - 1)
+
+    def __len__(self) -> int:
+        return len(self._locks)
+
+
 class AgentServer:
     """The apps, engine front, session store and metrics of one serving process."""
 
@@ -100,6 +131,7 @@ class AgentServer:
                                         on_batch=self.metrics.observe_batch, nice=self.config.engine_nice)
             self.model = ModelAccess(engine=self.front, tokenizer=model.tokenizer, sid=model.sid)
         self.store = store or self._make_store()
+        self.session_locks = SessionLocks()
         c = self.config
         loop_cfg = LoopConfig(max_new_tokens=c.max_new_tokens, max_prompt_tokens=c.max_prompt_tokens)
         sid_map = self.model.sid.sid_map if self.model and self.model.sid else None

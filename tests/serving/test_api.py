@@ -9,6 +9,8 @@ Run: .venv/bin/python -m pytest tests/serving/test_api.py -q -m integration
 from __future__ import annotations
 
 import json
+import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -213,6 +215,40 @@ def test_cart_routes_without_a_model(live_server: ServerFactory, worlds: dict[st
         assert r.json()["total"] == pytest.approx(tracked.price)
         again = client.delete(f"{cart}/{other.item_id}")
         assert again.status_code == 404 and other.item_id in again.json()["detail"]
+
+
+def test_a_cart_change_during_a_turn_waits_for_it_and_is_kept(live_server: ServerFactory, tiny_agent: Path,
+                                                                worlds: dict[str, Path]) -> None:
+    """A turn works on a copy of its session and saves it at the end: a cart change made meanwhile must wait for
+    the turn, not be overwritten by it (the page keeps its add-to-cart buttons live during a turn)."""
+    url, server = live_server(tiny_agent, apps=("shopping",))
+    item = next(i for i in _catalog(worlds["shopping"]) if i.in_stock)
+    front = server.front
+    assert front is not None
+    with httpx.Client(base_url=url, timeout=60) as client:
+        sid = client.post("/v1/shopping/sessions", json={}).json()["session_id"]
+        busy = threading.Thread(target=front._call, args=(lambda: time.sleep(1.0),))
+        busy.start()  # the engine is busy for a second, so the turn below is still running when the cart changes
+        turn: dict[str, Any] = {}
+
+        def send_turn() -> None:
+            r = httpx.post(f"{url}/v1/shopping/sessions/{sid}/turns", timeout=60,
+                           json={"message": "hiking boots", "budget_ms": 10000})
+            turn.update(at=time.monotonic(), response=r)
+
+        sender = threading.Thread(target=send_turn)
+        sender.start()
+        time.sleep(0.3)
+        r = client.post(f"/v1/shopping/sessions/{sid}/cart", json={"item_id": item.item_id})
+        cart_at = time.monotonic()
+        sender.join()
+        busy.join()
+        assert turn["response"].status_code == 200, turn["response"].text
+        assert r.status_code == 200 and r.json()["cart"] == {item.item_id: 1}
+        assert cart_at >= turn["at"] - 0.05, "the cart change did not wait for the running turn"
+        state = client.get(f"/v1/shopping/sessions/{sid}").json()
+        assert state["cart"] == {item.item_id: 1} and state["turns"] == 1
+        assert len(server.session_locks) == 0  # no lock outlives its users
 
 
 def test_stream_listing_and_plan_view(live_server: ServerFactory, worlds: dict[str, Path]) -> None:
