@@ -171,7 +171,8 @@ def test_head_on_targets_only_gives_the_full_logits_loss_and_grads(env: dict[str
         trainer.model.zero_grad(set_to_none=True)
         loss, n = trainer._loss_sum(batch)
         loss.backward()
-        return float(loss.detach()), n, [torch.clone(p.grad) for p in trainer.trainable_parameters() if p.grad is not None]
+        grads = [torch.clone(p.grad) for p in trainer.trainable_parameters() if p.grad is not None]
+        return float(loss.detach()), n, grads
 
     fast = loss_and_grads()
     with pytest.MonkeyPatch.context() as mp:
