@@ -43,6 +43,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from harness.agent import call_seed
 from harness.tasks import Task
 from infra.manifest import write_manifest
+from infra.memory import release_memory, rss_bytes
 from infra.recordio import format_validation_error
 from training.rl.controller import RLConfig, train_rl
 from training.rl.pool import EnvWorkerPool
@@ -254,7 +255,10 @@ class Cascade:
                 shutil.rmtree(self.cfg.stage_dir(stage))
             start = time.perf_counter()
             self._stage_fn(stage)()
-            log.info("stage %s: %.0f s", stage, time.perf_counter() - start)
+            release_memory()  # what the stage freed goes back to the system, not kept for the next stage's workers
+            rss = rss_bytes()
+            log.info("stage %s: %.0f s%s", stage, time.perf_counter() - start,
+                     f" (main process {rss / 2**30:.1f} GB after it)" if rss is not None else "")
         report = self.cfg.stage_dir("report") / "report.json"
         return json.loads(report.read_text()) if report.is_file() else {}
 
