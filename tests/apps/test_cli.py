@@ -144,8 +144,8 @@ def test_train_rl_and_cascade_refuse_bad_inputs_before_starting_ray(tmp_path: Pa
     _one_line_error(run("train", "cascade", cascade, "--out", tmp_path / "c", "--workers", "0"), "workers")
     bad = tmp_path / "cascade.yaml"
     text = cascade.read_text()
-    assert "  max_steps: 300" in text and "rl:\n  steps: 8" in text
+    assert "  max_steps: 300" in text and "rl:\n  steps: 3" in text
     bad.write_text(text.replace("  max_steps: 300", "  max_step: 300"))
     _one_line_error(run("train", "cascade", bad), "max_step")  # a typo in the seed SFT section, found at load
-    bad.write_text(text.replace("rl:\n  steps: 8", "rl:\n  steps: 0"))
+    bad.write_text(text.replace("rl:\n  steps: 3", "rl:\n  steps: 0"))
     _one_line_error(run("train", "cascade", bad), "steps")  # and one in the RL section
