@@ -11,9 +11,10 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import gc
-import os
 from functools import cache
 from typing import Any
+
+import psutil
 
 
 @cache
@@ -30,13 +31,9 @@ def _malloc_trim() -> Any:
     return trim
 
 
-def rss_bytes() -> int | None:
-    """This process's resident set size (Linux), or None where /proc is not there."""
-    try:
-        with open("/proc/self/statm") as f:
-            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except OSError:
-        return None
+def rss_bytes() -> int:
+    """This process's resident set size (psutil)."""
+    return int(psutil.Process().memory_info().rss)
 
 
 def release_memory() -> bool:

@@ -256,9 +256,8 @@ class Cascade:
             start = time.perf_counter()
             self._stage_fn(stage)()
             release_memory()  # what the stage freed goes back to the system, not kept for the next stage's workers
-            rss = rss_bytes()
-            log.info("stage %s: %.0f s%s", stage, time.perf_counter() - start,
-                     f" (main process {rss / 2**30:.1f} GB after it)" if rss is not None else "")
+            log.info("stage %s: %.0f s (main process %.1f GB after it)", stage, time.perf_counter() - start,
+                     rss_bytes() / 2**30)
         report = self.cfg.stage_dir("report") / "report.json"
         return json.loads(report.read_text()) if report.is_file() else {}
 
@@ -397,7 +396,7 @@ class Cascade:
         rows: dict[str, list[dict[str, Any]]] = {}
         for name, agent in (("sft2", self._agent("sft2")), ("final", final)):
             with self._pool(agent, settings) as pool:
-                trajs = pool.map(jobs, progress=lambda n: self.progress("report", 0, None))
+                trajs = pool.map(jobs, progress=lambda n: self.progress("report: RL's tasks", n, 2 * len(jobs)))
             rows[name] = per_task_rates(tasks, trajs, self._passes)
             where = self.cfg.stage_dir("report") / "rl_set"
             where.mkdir(parents=True, exist_ok=True)

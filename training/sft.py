@@ -651,7 +651,7 @@ soft-capping), so the loss may run the head on the target positions alone."""
 def _plain_head(model: Any) -> tuple[Any, Any] | None:
     """``(decoder, head)`` of a causal LM (LoRA-wrapped or not) whose logits are the head over the decoder's last
     hidden state; None for any other model (the loss then takes the model's own logits). On the SmolLM2 LoRA
-    seed the head over every position was a third of a training step (8 x 320 tokens: 10.0 -> 6.5 s)."""
+    seed the head over every position cost a quarter of a training step (``bench/sft_step.py``)."""
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
     if getattr(base.config, "model_type", None) not in PLAIN_HEAD_TYPES or not hasattr(base, "get_decoder"):
         return None
