@@ -140,6 +140,10 @@ class SFTConfig(BaseModel):
                                        "the harness protocol (sid_retrieve / bundle -> respond; ask_user first for "
                                        "multi_turn); 0 (default) = none. Needs trajectory_spec, and a max_seq_len "
                                        "that holds the system prompt and tool schemas (about 2k tokens on tiny).")
+    theme_bundles: int = Field(default=0, ge=0, description="Shopping, compact protocol: extra find_bundle plan "
+                               "examples over themes made from the catalog's departments (apps/shopping/themes.py), "
+                               "so that a theme no training task had is still planned as a bundle; 0 (default) = "
+                               "none. Needs trajectories_per_task > 0.")
     trajectory_spec: TrajectorySpec | None = Field(
         default=None, description="The app's system prompt and tool schemas that trajectories are rendered with "
         "(as the serving loop renders them); required when trajectories_per_task > 0, dropped when it is 0 (so a "

@@ -32,7 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from apps.shopping.constraints import item_matches
 from apps.shopping.grounding import (
     Lexicon,
-    NearestLeaves,
+    NearestDepartment,
     Precedents,
     TopCategories,
     category_names,
@@ -77,8 +77,9 @@ SEMANTIC_CATEGORIES = True
 """With ``GROUND_WORDS``: words that name no leaf category get the top-level category closest by meaning
 (MiniLM); False turns that off."""
 SEMANTIC_SLOTS = True
-"""With ``GROUND_WORDS`` and the encoder: a bundle theme no training request had gets the leaf categories closest
-by meaning as its slots; False keeps the model's (bench/agent.py measures both)."""
+"""With ``GROUND_WORDS`` and the encoder: a bundle theme no training request had gets the leaves of the department
+closest by meaning as its slots (:class:`NearestDepartment`); False keeps the model's (bench/agent.py measures
+both)."""
 
 
 # ------------------------------------------------------------------------------------------------ the index
@@ -186,9 +187,14 @@ class ShoppingIndex:
         return Precedents(pairs, _text_encoder)
 
     @cached_property
-    def nearest_leaves(self) -> NearestLeaves:
-        """Leaf categories by meaning (MiniLM; a new bundle theme's slots)."""
-        return NearestLeaves(sorted({p[-1] for p in self.paths}), _text_encoder)
+    def nearest_department(self) -> NearestDepartment:
+        """Departments (the level above the leaves) and their leaves by meaning (MiniLM; a new bundle theme's
+        slots)."""
+        departments: dict[str, list[str]] = {}
+        for path in self.paths:
+            if len(path) >= 2:
+                departments.setdefault(" > ".join(path[:-1]), []).append(path[-1])
+        return NearestDepartment(departments, _text_encoder)
 
     def adopt(self, vocabulary: Vocabulary | None) -> None:
         """Ground ``find`` with the shoppers' vocabulary an agent learnt in training (None: the catalog's
@@ -206,7 +212,7 @@ class ShoppingIndex:
         if top_of is not None:
             top_of("warm up")
             self.bundle_precedents("warm up")
-            self.nearest_leaves("warm up", 1)
+            self.nearest_department("warm up")
 
     def within(self, category: Any, top: str) -> bool:
         """Whether every path a ``find`` category names lies under the top-level category ``top``."""
@@ -427,7 +433,8 @@ class FindArgs(_Args):
 class FindBundleArgs(_Args):
     slots: list[str | list[str]] = Field(min_length=1, max_length=6, description="One category per item wanted, "
                                          "e.g. ['Tents', 'Sleeping bags'].")
-    budget: float = Field(gt=0, description="Most the whole bundle may cost.")
+    budget: float | None = Field(None, gt=0, description="Most the whole bundle may cost; omit when the shopper "
+                                 "named no budget.")
 
 
 class GetItemArgs(_Args):
@@ -621,8 +628,8 @@ def find_bundle(args: FindBundleArgs, ctx: TurnContext) -> Final:
     Grounded like ``find``: the budget in the words; the slots: the leaf categories the words name when they
     name two or more ("a tent and a sleeping bag"), else those of the closest training bundle request by
     meaning when one is close enough (the agent's learnt vocabulary, :mod:`apps.shopping.vocabulary`), else
-    (a theme no training request had) the leaf categories closest to the request by meaning, as many as the
-    model wrote (2 to 5): a small model copies the slot list of a theme it knows."""
+    (a theme no training request had) the leaves of the department closest to the request by meaning: a small
+    model copies the slot list of a theme it knows."""
     said = _user_text(ctx)
     index = _index(ctx)
     grounded: dict[str, str] = {}
@@ -636,19 +643,19 @@ def find_bundle(args: FindBundleArgs, ctx: TurnContext) -> Final:
         precedent = index.bundle_precedents(said)
         if precedent is not None and [s.lower() for s in precedent[0]] != mine:
             names, grounded["slots"] = list(precedent[0]), "learnt"
-        elif precedent is None and SEMANTIC_SLOTS:
-            near = index.nearest_leaves(said, min(5, max(2, len(names))))
-            if near and [s.lower() for s in near] != mine:
-                names, grounded["slots"] = near, "semantic"
+        elif (precedent is None and SEMANTIC_SLOTS and (near := index.nearest_department(said)) is not None
+              and [s.lower() for s in near[1]] != mine):
+            names, grounded["slots"] = near[1], "semantic"
     slots = [_category_list(s) or [] for s in names]
     if any(not s for s in slots):
         raise ToolError("every slot needs a category name")
     budget, change = ground_budget(args.budget, said, index.lexicon) if GROUND_WORDS else (None, None)
     budget = args.budget if budget is None else budget  # no number in the words: the model's is all there is
-    if change:
+    if change and (change != "dropped" or args.budget is not None):
         grounded["budget"] = change
-    ids, total = fill_bundle(index, ctx.catalog, slots, budget)
-    reply = f"Here is a bundle within your budget of {budget:g} (total {total:.2f})."
+    ids, total = fill_bundle(index, ctx.catalog, slots, math.inf if budget is None else budget)
+    reply = (f"Here is a bundle within your budget of {budget:g} (total {total:.2f})." if budget is not None
+             else f"Here is a bundle of the best rated items (total {total:.2f}).")
     return Final(reply=reply, bundles=[ids], actions=[{"type": "show_bundles", "bundles": [ids]}],
                  data={"grounded": grounded} if grounded else {})
 

@@ -261,19 +261,37 @@ class Precedents(_ByMeaning):
         return (self._answers[best], float(sims[best])) if sims[best] >= self.min_similarity else None
 
 
-class NearestLeaves(_ByMeaning):
-    """The leaf categories closest to a request by meaning (each leaf's name): the slots of a bundle theme no
-    training request had ("the essentials for a newborn" -> baby bottles, baby monitor, ...)."""
+class NearestDepartment(_ByMeaning):
+    """The department (the level above the leaves) closest to a request by meaning, and its leaves: the slots of
+    a bundle theme no training request had ("a small home gym" -> Fitness: yoga mat, dumbbells, kettlebell ...).
 
-    def __init__(self, leaves: Sequence[str], encoder: Callable[[], Any]) -> None:
-        self.leaves = list(dict.fromkeys(leaves))
-        super().__init__(self.leaves, encoder)
+    A department reads as its name and its leaves ("Fitness: yoga mat, dumbbells, resistance bands, ..."): the
+    leaves say what a bare name ("Gear", "Tools") does not. A theme asks for a kit of one kind of activity more
+    often than for one kind of product, so the department is a better unit than the nearest leaves, which mix
+    departments ("kit" -> seed kit, science kit). Departments with fewer than two leaves are no bundle. The
+    department's leaves come back most similar first, at most ``max_slots`` of them."""
 
-    def __call__(self, text: str, k: int) -> list[str]:
-        if not self.leaves or not text.strip() or k < 1:
-            return []
+    def __init__(self, departments: Mapping[str, Sequence[str]], encoder: Callable[[], Any],
+                 max_slots: int = 6) -> None:
+        self.departments = {name: list(dict.fromkeys(leaves)) for name, leaves in departments.items()
+                            if len(set(leaves)) >= 2}
+        self.names = list(self.departments)
+        self.leaves = [leaf for name in self.names for leaf in self.departments[name]]
+        self.max_slots = max_slots
+        described = [f"{name.split(' > ')[-1]}: {', '.join(self.departments[name])}" for name in self.names]
+        super().__init__(described + self.leaves, encoder)
+
+    def __call__(self, text: str) -> tuple[str, list[str]] | None:
+        """``(department, its leaves)`` closest to ``text``, or None (no departments, or nothing asked)."""
+        if not self.names or not text.strip():
+            return None
         sims = self._similarities(text)
-        return [self.leaves[int(j)] for j in sims.argsort()[::-1][:k]]
+        best = int(sims[:len(self.names)].argmax())
+        name = self.names[best]
+        start = len(self.names) + sum(len(self.departments[n]) for n in self.names[:best])
+        leaves = self.departments[name]
+        order = sorted(range(len(leaves)), key=lambda j: -float(sims[start + j]))  # stable: ties keep catalog order
+        return name, [leaves[j] for j in order[:self.max_slots]]
 
 
 def ground_find(args: Mapping[str, Any], text: str, lexicon: Lexicon,
@@ -336,16 +354,16 @@ def ground_find(args: Mapping[str, Any], text: str, lexicon: Lexicon,
     return out, changes
 
 
-def ground_budget(budget: float, text: str, lexicon: Lexicon) -> tuple[float | None, str | None]:
+def ground_budget(budget: float | None, text: str, lexicon: Lexicon) -> tuple[float | None, str | None]:
     """A bundle's budget grounded in ``text``: kept when stated, else the ceiling the words give (or their one
-    price number), else None."""
+    price number; ``"added"`` when the model wrote none), else None."""
     sizes = lexicon.mentions(text).get("size", [])
     numbers = prices(text, sizes)
-    if any(_same(budget, n) for n in numbers):
+    if budget is not None and any(_same(budget, n) for n in numbers):
         return budget, None
     cap = ceiling(text, sizes)
+    if cap is None and len(numbers) == 1:
+        cap = numbers[0]
     if cap is not None:
-        return cap, "replaced"
-    if len(numbers) == 1:
-        return numbers[0], "replaced"
+        return cap, "added" if budget is None else "replaced"
     return None, "dropped"

@@ -43,6 +43,7 @@ from apps.shopping.agent import PLAN_PROMPT, ShoppingIndex
 from apps.shopping.constraints import hidden_constraints_text
 from apps.shopping.plan import ASK_USER as PLAN_ASK
 from apps.shopping.plan import clarifying_question, needs_question, plan_call
+from apps.shopping.themes import catalog_bundle_tasks
 from apps.shopping.vocabulary import VOCABULARY_FILE, Vocabulary, describe, learn, searches
 from data_curation.records import Session
 from harness.catalog import Catalog, Item, item_card
@@ -82,7 +83,8 @@ def load_tasks(world: Path, tasks: Path | None = None) -> list[Task]:
     return [t for t in RecordReader(path, Task) if t.app == KIT_NAME and t.target is not None]
 
 
-def world_corpus(world: Path, spec: TrajectorySpec | None = None, tasks: Path | None = None) -> list[str]:
+def world_corpus(world: Path, spec: TrajectorySpec | None = None, tasks: Path | None = None,
+                 theme_bundles: int = 0, seed: int = 0) -> list[str]:
     """Titles, category paths and task messages of a world: what the ``tiny`` base trains its tokenizer on.
 
     With ``spec`` (trajectories are trained) also its system prompt and tool schemas, which every
@@ -91,9 +93,11 @@ def world_corpus(world: Path, spec: TrajectorySpec | None = None, tasks: Path | 
     served episodes carry them, so the tokenizer learns them as whole words."""
     catalog_path, _ = find_catalog(Path(world))
     texts: list[str] = []
-    for item in RecordReader(catalog_path, Item):
+    items = list(RecordReader(catalog_path, Item))
+    for item in items:
         texts += [item.title, " > ".join(item.category_path)]
-    for task in load_tasks(world, tasks):
+    themed = catalog_bundle_tasks(items, theme_bundles, seed) if spec is not None and not spec.tools else []
+    for task in load_tasks(world, tasks) + themed:
         texts += [m.content for m in task.messages]
         if spec is not None and not spec.tools:  # the compact protocol: what every served episode carries
             texts += [spec.system_prompt, render_call(*plan_call(task, asked=True))]
@@ -419,11 +423,13 @@ def plan_examples(tasks: Iterable[Task], spec: TrajectorySpec, per_task: int = 1
 
 def build_shopping_sft(world: Path, sid_dir: Path, *, eval_fraction: float = 0.1, align_items: int = -1,
                        targets_per_task: int = 3, trajectories_per_task: int = 0, spec: TrajectorySpec | None = None,
-                       seed: int = 0, tasks_path: Path | None = None) -> SftData:
+                       seed: int = 0, tasks_path: Path | None = None, theme_bundles: int = 0) -> SftData:
     """All SFT examples of a shopping world: alignment + train intents (+ train trajectories), and the
     held-out intents (+ one trajectory per held-out task), grouped by task.
 
-    ``trajectories_per_task`` > 0 needs ``spec`` (the app's system prompt and tool schemas)."""
+    ``trajectories_per_task`` > 0 needs ``spec`` (the app's system prompt and tool schemas). Under the compact
+    protocol ``theme_bundles`` adds that many plan examples of bundle requests over the catalog's own themes
+    (:mod:`apps.shopping.themes`; training only, kind ``traj_theme_bundle``)."""
     if trajectories_per_task > 0 and spec is None:
         raise SftDataError("trajectories need the app's system prompt and tool schemas: pass spec=TrajectorySpec(…)")
     compact = spec is not None and not spec.tools  # the served protocol lists no tools: plan examples
@@ -439,6 +445,8 @@ def build_shopping_sft(world: Path, sid_dir: Path, *, eval_fraction: float = 0.1
     if trajectories_per_task > 0 and compact:
         assert spec is not None
         train += plan_examples(kept, spec, per_task=trajectories_per_task)
+        themed = plan_examples(catalog_bundle_tasks(list(catalog), theme_bundles, seed), spec)
+        train += [ChatExample(e.messages, TRAJ_PREFIX + "theme_bundle", e.source) for e in themed]
         evals += plan_examples(held, spec)
         order = {t.task_id: k for k, t in enumerate(held)}
         evals.sort(key=lambda e: order[e.source])
@@ -470,7 +478,7 @@ class ShoppingSft:
         return app_spec()
 
     def corpus(self, cfg: SFTConfig) -> list[str]:
-        return world_corpus(cfg.world, cfg.trajectory_spec or app_spec(), cfg.tasks)
+        return world_corpus(cfg.world, cfg.trajectory_spec or app_spec(), cfg.tasks, cfg.theme_bundles, cfg.seed)
 
     def app_files(self, cfg: SFTConfig) -> dict[str, str]:
         """The shoppers' vocabulary learnt from the same training tasks and their logged searches."""
@@ -480,7 +488,8 @@ class ShoppingSft:
         return build_shopping_sft(cfg.world, cfg.sid, eval_fraction=cfg.eval_fraction, align_items=cfg.align_items,
                                   targets_per_task=cfg.targets_per_task,
                                   trajectories_per_task=cfg.trajectories_per_task,
-                                  spec=cfg.trajectory_spec, seed=cfg.seed, tasks_path=cfg.tasks)
+                                  spec=cfg.trajectory_spec, seed=cfg.seed, tasks_path=cfg.tasks,
+                                  theme_bundles=cfg.theme_bundles)
 
 
 def learn_vocabulary(world: Path, tasks: Path | None = None, eval_fraction: float = 0.0) -> Vocabulary:

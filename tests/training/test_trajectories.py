@@ -236,6 +236,23 @@ def test_build_shopping_sft_adds_trajectories_behind_the_knob(world: World) -> N
         build_shopping_sft(world.root, world.sid_dir, trajectories_per_task=1)
 
 
+def test_theme_bundles_join_the_compact_protocols_training_examples_only(world: World) -> None:
+    from apps.shopping.sft import app_spec
+
+    base = build_shopping_sft(world.root, world.sid_dir, eval_fraction=0.25, align_items=0, trajectories_per_task=1,
+                              spec=app_spec())
+    more = build_shopping_sft(world.root, world.sid_dir, eval_fraction=0.25, align_items=0, trajectories_per_task=1,
+                              spec=app_spec(), theme_bundles=7)
+    themed = [e for e in more.train if e.kind == TRAJ_PREFIX + "theme_bundle"]
+    assert len(themed) == 7 and [e for e in more.train if e not in themed] == base.train
+    assert more.eval == base.eval and more.counts["traj_theme_bundle"] == 7
+    assert all(e.messages[-1]["tool_calls"][0]["function"]["name"] == "find_bundle" for e in themed)
+    # the tokenizer's corpus carries their requests and calls
+    corpus = world_corpus(world.root, app_spec(), theme_bundles=7)
+    assert len(corpus) > len(world_corpus(world.root, app_spec()))
+    assert themed[0].messages[1]["content"] in corpus
+
+
 # ---------------------------------------------------------------------------------------- serving renders the same
 class ReplayEngine:
     """The Engine protocol replaying a trajectory: each tool-call turn as text; SID searches as the beams of

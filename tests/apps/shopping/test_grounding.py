@@ -93,6 +93,9 @@ def test_ground_budget() -> None:
     assert ground_budget(30.0, "stuff for our new puppy, about 300", LEX) == (300.0, "replaced")
     assert ground_budget(30.0, "stuff for our new puppy", LEX) == (None, "dropped")
     assert ground_budget(30.0, "things for 2 kids, I can spend about 250", LEX) == (250.0, "replaced")
+    # the model wrote no budget: the words' is added, and words without one leave none
+    assert ground_budget(None, "stuff for our new puppy, about 300", LEX) == (300.0, "added")
+    assert ground_budget(None, "stuff for our new puppy", LEX) == (None, "dropped")
 
 
 # ------------------------------------------------------------------------------------------------ the tools
