@@ -11,7 +11,9 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import os
+import threading
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
@@ -106,6 +108,53 @@ class TextEncoder:
                 if progress:
                     progress(len(idx))
         return out
+
+
+class GatheringEncoder:
+    """A thread-safe ``encode(texts)`` over one encoder that gathers concurrent calls into one batch.
+
+    A server's turns each embed a short query (one text: ~15 ms alone on 2 cores, ~2 ms a text in a batch of 32).
+    The first caller to find the encoder idle runs it on every text queued by then, and again on what queued while
+    it ran, until nothing is left; the others wait for their rows. A lone call runs at once (no gathering delay),
+    and repeated texts within a batch are encoded once. An exception fails the calls of that batch only.
+    """
+
+    def __init__(self, encoder: Any) -> None:
+        self.encoder = encoder
+        self._lock = threading.Lock()
+        self._pending: list[tuple[list[str], Future[np.ndarray]]] = []
+        self._busy = False
+        self.batches = 0  # encoder calls made (for tests and stats)
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        mine: Future[np.ndarray] = Future()
+        with self._lock:
+            self._pending.append((list(texts), mine))
+            lead = not self._busy
+            self._busy = True
+        if lead:
+            self._drain()
+        return mine.result()
+
+    def _drain(self) -> None:
+        while True:
+            with self._lock:
+                batch, self._pending = self._pending, []
+                if not batch:
+                    self._busy = False
+                    return
+            unique = list(dict.fromkeys(t for texts, _ in batch for t in texts))
+            try:
+                vectors = np.asarray(self.encoder.encode(unique), dtype=np.float32) if unique else None
+            except Exception as err:  # handed to every waiting caller of this batch
+                for _, future in batch:
+                    future.set_exception(err)
+                continue
+            self.batches += 1
+            row = {t: j for j, t in enumerate(unique)}
+            for texts, future in batch:
+                future.set_result(vectors[[row[t] for t in texts]] if texts and vectors is not None
+                                  else np.zeros((0, DIM), dtype=np.float32))
 
 
 def _key(name: str, texts: Sequence[str]) -> str:

@@ -38,6 +38,9 @@ class ServeConfig(BaseModel):
                                    "on (backend hf | vllm, dtype, vLLM memory); its max_batch_size is max_batch.")
     max_batch: int = Field(16, ge=1, description="Most sequences the batcher puts in one engine call.")
     gather_ms: float = Field(5.0, ge=0, description="How long the batcher waits to fill a batch, ms; 0 = no wait.")
+    batch_wait_ms: float = Field(80.0, ge=0, description="While fewer calls are gathered than turns are in flight, "
+                                 "the batcher waits up to this long for them (and at most a fifth of the most urgent "
+                                 "request's time left): fuller batches under load; a lone turn never waits. 0 = off.")
     batching: bool = Field(True, description="False = one request at a time (the no-batching baseline).")
     max_new_tokens: int = Field(192, ge=1, description="Ceiling on output tokens per model call.")
     max_prompt_tokens: int = Field(4096, ge=64, description="Prompt token limit; the oldest messages after "
@@ -128,7 +131,9 @@ class AgentServer:
         if model is not None:
             self.front = BatchingEngine(model.engine, max_batch=self.config.max_batch,
                                         gather_ms=self.config.gather_ms, batching=self.config.batching,
-                                        on_batch=self.metrics.observe_batch, nice=self.config.engine_nice)
+                                        on_batch=self.metrics.observe_batch, nice=self.config.engine_nice,
+                                        expected=lambda: self.admission.in_flight,
+                                        wait_ms=self.config.batch_wait_ms)
             self.model = ModelAccess(engine=self.front, tokenizer=model.tokenizer, sid=model.sid)
         self.store = store or self._make_store()
         self.session_locks = SessionLocks()

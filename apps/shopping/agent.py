@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 import math
 import re
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
@@ -274,10 +275,20 @@ class ShoppingIndex:
         return np.fromiter((want in f for f in self.features), bool, len(self.features))
 
 
-def _text_encoder() -> Any:
-    from infra.text_encoder import TextEncoder
+_ENCODER_LOCK = threading.Lock()
+_ENCODER: Any = None
 
-    return TextEncoder(batch_size=32)
+
+def _text_encoder() -> Any:
+    """The process's one MiniLM for grounding by meaning, shared by every index and turn: concurrent turns' queries
+    are encoded in one batch (:class:`infra.text_encoder.GatheringEncoder`)."""
+    global _ENCODER
+    with _ENCODER_LOCK:
+        if _ENCODER is None:
+            from infra.text_encoder import GatheringEncoder, TextEncoder
+
+            _ENCODER = GatheringEncoder(TextEncoder(batch_size=32))
+        return _ENCODER
 
 
 def _index(ctx: TurnContext) -> ShoppingIndex:

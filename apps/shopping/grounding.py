@@ -211,12 +211,12 @@ class TopCategories:
     def __call__(self, text: str) -> str | None:
         if not self.names or not text.strip():
             return None
-        with self._lock:
+        with self._lock:  # the prototypes once; queries run concurrently (the encoder gathers them)
             if self._encoder is None:
                 self._encoder = self._make()
             if self._vectors is None:
                 self._vectors = self._prototypes()
-            query = self._encoder.encode([text])
+        query = self._encoder.encode([text])
         return self.names[int((query @ self._vectors.T).argmax())]
 
 
@@ -225,7 +225,8 @@ _NUMBERS = re.compile(r"\$?\d+(?:[.,]\d+)?")
 
 class _ByMeaning:
     """Texts embedded on first use (thread-safe) and a request's cosine similarity to each (numbers left out:
-    a budget is no part of what is asked)."""
+    a budget is no part of what is asked). Queries are encoded concurrently: the encoder must be thread-safe
+    (the agent's shared one is, :class:`infra.text_encoder.GatheringEncoder`)."""
 
     def __init__(self, texts: Sequence[str], encoder: Callable[[], Any]) -> None:
         self._texts = [_NUMBERS.sub(" ", t) for t in texts]
@@ -237,9 +238,9 @@ class _ByMeaning:
     def _similarities(self, text: str) -> Any:
         with self._lock:
             if self._encoder is None:
-                self._encoder = self._make()
-                self._vectors = self._encoder.encode(self._texts)
-            query = self._encoder.encode([_NUMBERS.sub(" ", text)])
+                self._vectors = (encoder := self._make()).encode(self._texts)
+                self._encoder = encoder
+        query = self._encoder.encode([_NUMBERS.sub(" ", text)])
         return (query @ self._vectors.T)[0]
 
 

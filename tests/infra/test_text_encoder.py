@@ -5,12 +5,14 @@
 
 from __future__ import annotations
 
+import threading
+import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from infra.text_encoder import DIM, TextEncoder, encode_cached, model_dir
+from infra.text_encoder import DIM, GatheringEncoder, TextEncoder, encode_cached, model_dir
 
 pytestmark = pytest.mark.integration
 
@@ -56,3 +58,57 @@ def test_cache_hit_skips_the_model(tmp_path: Path, encoder: TextEncoder) -> None
     np.testing.assert_array_equal(encode_cached(["a tent", "a stove"], tmp_path, Boom()), first)
     assert encode_cached(["a tent", "a lamp"], tmp_path, encoder).shape == (2, DIM)
     assert len(list((tmp_path / "embeddings").glob("*.npy"))) == 2
+
+
+class _Recorder:
+    """An encoder whose row for a text is (len(text), number of calls so far); its first call waits for ``go``."""
+
+    def __init__(self) -> None:
+        self.calls: list[list[str]] = []
+        self.go, self.started = threading.Event(), threading.Event()
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        self.started.set()
+        if not self.calls:
+            self.go.wait(5)
+        self.calls.append(list(texts))
+        if "bad" in texts:
+            raise ValueError("bad text")
+        return np.array([[len(t), len(self.calls)] for t in texts], dtype=np.float32)
+
+
+def _queued(enc: GatheringEncoder, n: int) -> None:
+    deadline = time.monotonic() + 5
+    while len(enc._pending) < n and time.monotonic() < deadline:
+        time.sleep(0.001)
+
+
+def test_concurrent_queries_are_gathered_into_one_batch() -> None:
+    rec = _Recorder()
+    enc = GatheringEncoder(rec)
+    out: dict[str, np.ndarray] = {}
+    first = threading.Thread(target=lambda: out.update(a=enc.encode(["a"])))
+    first.start()  # the leader: its own text in the first call, which waits
+    assert rec.started.wait(5)
+    others = [threading.Thread(target=lambda: out.update(b=enc.encode(["bb", "a"]))),
+              threading.Thread(target=lambda: out.update(c=enc.encode(["ccc"])))]
+    for t in others:
+        t.start()
+    _queued(enc, 2)  # both wait behind the running call
+    rec.go.set()
+    for t in [first, *others]:
+        t.join(5)
+    # two encoder calls: the leader's, then everything that queued meanwhile, each text once
+    assert rec.calls == [["a"], ["bb", "a", "ccc"]] and enc.batches == 2
+    assert out["a"].tolist() == [[1, 1]]
+    assert out["b"].tolist() == [[2, 2], [1, 2]] and out["c"].tolist() == [[3, 2]]
+    assert enc.encode([]).shape == (0, DIM) and not enc._busy
+
+
+def test_a_failing_batch_fails_only_its_callers() -> None:
+    rec = _Recorder()
+    rec.go.set()
+    enc = GatheringEncoder(rec)
+    with pytest.raises(ValueError, match="bad text"):
+        enc.encode(["bad"])
+    assert enc.encode(["ok"]).tolist() == [[2, 2]] and not enc._busy

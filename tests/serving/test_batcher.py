@@ -202,6 +202,29 @@ def test_max_batch_caps_the_sequences_per_engine_call(rec: Recording) -> None:
     assert all(0 < r.tokens <= 5 * r.sequences for r in reports)
 
 
+def test_the_worker_waits_for_expected_callers_but_never_keeps_a_lone_one(rec: Recording) -> None:
+    active = [3]
+    with BatchingEngine(rec, gather_ms=0, expected=lambda: active[0], wait_ms=2000) as batcher:
+        pool = ThreadPoolExecutor(3)
+        first = pool.submit(batcher.generate, [request(0)])
+        time.sleep(0.15)  # three callers are active: the worker holds the first call for the other two
+        assert not rec.calls
+        late = [pool.submit(batcher.generate, [request(i)]) for i in (1, 2)]
+        assert [f.result(10)[0][0].request_id for f in (first, *late)] == ["req-0", "req-1", "req-2"]
+        assert rec.calls == [3]
+        active[0] = 1  # one active caller: it runs at once
+        t0 = time.perf_counter()
+        batcher.generate([request(3)])
+        assert rec.calls == [3, 1] and time.perf_counter() - t0 < 1.0
+        # a request with 0.5 s left: the worker waits at most a fifth of it (0.1 s), then runs it alone
+        active[0] = 2
+        t0 = time.perf_counter()
+        batcher.generate([request(4, deadline=time.monotonic() + 0.5)])
+        waited = time.perf_counter() - t0
+        pool.shutdown()
+    assert rec.calls == [3, 1, 1] and 0.09 <= waited < 0.4
+
+
 def test_queue_depth_and_wait_estimate_follow_the_backlog(rec: Recording) -> None:
     with BatchingEngine(rec, max_batch=2, gather_ms=1) as batcher:
         assert batcher.queue_depth == 0 and batcher.estimated_wait_ms() == 0.0  # nothing measured yet
@@ -253,7 +276,7 @@ def test_serial_mode_runs_each_call_alone_in_arrival_order(hf: HFEngine, rec: Re
 
 
 def test_arguments_are_validated(rec: Recording) -> None:
-    for bad in ({"max_batch": 0}, {"gather_ms": -1.0}, {"ema_alpha": 0.0}):
+    for bad in ({"max_batch": 0}, {"gather_ms": -1.0}, {"ema_alpha": 0.0}, {"wait_ms": -1.0}):
         with pytest.raises(ValueError):
             BatchingEngine(rec, **bad)
     with BatchingEngine(rec) as batcher:
