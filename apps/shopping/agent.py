@@ -942,10 +942,27 @@ def _fallback_ids(ctx: TurnContext, query: str) -> list[str]:
     return list(dict.fromkeys(index.item_ids[int(r)] for r in rows))
 
 
+def _recover(ctx: TurnContext) -> Final | None:
+    """The model wrote nothing usable but time is left: ``find`` with no arguments, grounded in the shopper's words
+    (the leaf or department they name or mean, their price ceiling), as the model's own call would have been."""
+    budget = ctx.budget
+    if not GROUND_WORDS or ctx.model is None or budget.expired() \
+            or budget.remaining_ms() - budget.reserve_ms <= SID_FALLBACK_MIN_MS:
+        return None
+    try:
+        return find(FindArgs(), ctx)
+    except Exception:  # the fallback must answer: any failure here falls through to retrieval
+        log.exception("grounded find failed in the fallback")
+        return None
+
+
 def fallback(ctx: TurnContext, reason: str) -> Final:
-    """Answer without free generation (step cap, deadline, no model): a bundle if the request is one,
-    else the top items for the user's words under the request's constraints."""
+    """Answer without free generation (step cap, deadline, no model): a bundle if the request is one; after an
+    unreadable reply with time left, ``find`` grounded in the words; else the top items for the user's words
+    under the request's constraints."""
     final = _fallback_bundle(ctx)
+    if final is None and reason == "empty_reply":
+        final = _recover(ctx)
     if final is None:
         query = _user_text(ctx)
         check = ctx.app.item_check or item_matches

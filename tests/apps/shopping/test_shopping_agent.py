@@ -192,6 +192,18 @@ def test_fallback_without_a_model_searches_under_the_constraints(catalog: Catalo
     assert nothing.item_ids == [] and "couldn't find" in nothing.reply
 
 
+def test_an_unreadable_reply_with_time_left_gets_find_grounded_in_the_words(catalog: Catalog, scripted: Any) -> None:
+    engine = scripted([[[41, 43, END]]])  # SID retrieval would answer t1, a tent
+    ctx = _ctx(shopping_app(catalog), model=_sid_model(catalog, engine), constraints={"in_stock": True},
+               user="hiking boots under 100")
+    final = fallback(ctx, "empty_reply")
+    # the words name the leaf and a ceiling: b1 (4.6, 89.99) and b2 (4.1, 59.99) by rating; b3 (120.00) is sold out
+    assert final.item_ids == ["b1", "b2"] and not engine.calls
+    assert final.data == {"grounded": {"category": "added", "price_max": "added"}, "fallback": "empty_reply"}
+    late = fallback(ctx, "budget")  # out of time: retrieval as before (SID beams here)
+    assert late.item_ids == ["t1"] and late.data == {"fallback": "budget"}
+
+
 def test_fallback_fills_a_bundle_request(catalog: Catalog) -> None:
     constraints = {"slots": [["Outdoor", "Camping", "Tents"], ["Outdoor", "Camping", "Sleeping bags"]],
                    "budget": 200.0, "in_stock": True}
