@@ -526,12 +526,13 @@ def _find_mask(index: ShoppingIndex, filters: dict[str, Any]) -> np.ndarray:
     return ok
 
 
-def find_items(index: ShoppingIndex, catalog: Catalog, args: FindArgs, query: str) -> tuple[list[Item], list[str]]:
+def find_items(index: ShoppingIndex, catalog: Catalog, args: FindArgs, query: str,
+               cheapest_first: bool = False) -> tuple[list[Item], list[str]]:
     """Items for ``args`` best first, and the filters dropped to find any (``_RELAX_ORDER``).
 
     A named category orders its matches by rating (the shopper named the kind of product: the best of that
-    kind first), then by the words; without one, by BM25 over the words, then rating. A category that names
-    none of the catalog's is dropped, like a filter nothing meets.
+    kind first), then by the words, or with ``cheapest_first`` by price, then rating; without one, by BM25 over
+    the words, then rating. A category that names none of the catalog's is dropped, like a filter nothing meets.
     """
     filters: dict[str, Any] = {k: v for k, v in args.model_dump(exclude={"query", "k"}).items() if v is not None}
     dropped: list[str] = []
@@ -550,7 +551,9 @@ def find_items(index: ShoppingIndex, catalog: Catalog, args: FindArgs, query: st
             dropped.append(key)
             mask = _find_mask(index, filters)
     rows = np.flatnonzero(mask)
-    if "category" in filters:
+    if "category" in filters and cheapest_first:
+        order = np.lexsort((-index.rating[rows], np.nan_to_num(index.price[rows], nan=np.inf)))
+    elif "category" in filters:
         order = np.lexsort((-scores[rows], -index.rating[rows]))
     else:
         order = np.lexsort((-index.rating[rows], -scores[rows]))
@@ -571,6 +574,10 @@ def _filters_text(args: FindArgs) -> str:
     return " ".join(words)
 
 
+_CHEAP = re.compile(r"\b(?:cheap|cheaper|cheapest|inexpensive|affordable|low[- ]cost|budget[- ]friendly)\b", re.I)
+"""Words that ask for the lowest prices: ``find`` then orders a named category by price (then rating)."""
+
+
 def find(args: FindArgs, ctx: TurnContext) -> Final:
     """Search under the shopper's stated filters and show the best matches (ends the turn).
 
@@ -587,13 +594,15 @@ def find(args: FindArgs, ctx: TurnContext) -> Final:
             log.warning("grounded find arguments rejected: %s", grounded)
             changes = {}
     query = args.query or said
-    items, dropped = find_items(index, ctx.catalog, args, query)
+    cheap = GROUND_WORDS and _CHEAP.search(said) is not None
+    items, dropped = find_items(index, ctx.catalog, args, query, cheapest_first=cheap)
     ids = [i.item_id for i in items]
     if not ids:
         return Final(reply="Sorry, nothing in stock matches that. Could you tell me more about what you need?",
                      actions=[{"type": "ask_user"}])
     what = _filters_text(args) or "your request"
-    reply = (f"Here are {len(ids)} options for {what}, best first." if not dropped else
+    order = "cheapest first" if cheap and args.category else "best first"
+    reply = (f"Here are {len(ids)} options for {what}, {order}." if not dropped else
              f"Nothing matches every detail ({', '.join(dropped)} relaxed); here are the closest options.")
     data: dict[str, Any] = {"relaxed": dropped} if dropped else {}
     if changes:

@@ -192,6 +192,16 @@ def test_fallback_without_a_model_searches_under_the_constraints(catalog: Catalo
     assert nothing.item_ids == [] and "couldn't find" in nothing.reply
 
 
+def test_find_orders_by_price_when_the_words_ask_for_cheap(catalog: Catalog) -> None:
+    app = shopping_app(catalog)
+    best = _call(_ctx(app, user="hiking boots please"), "find").content
+    assert best.item_ids == ["b1", "b2"] and "best first" in best.reply  # by rating: 4.6, 4.1 (b3 is sold out)
+    for words in ("cheap hiking boots please", "the most AFFORDABLE hiking boots", "hiking boots, low-cost"):
+        cheap = app.tools.execute(ToolCall(name="find", arguments={}), _ctx(app, user=words)).content
+        # by price: b2 59.99, then b1 89.99
+        assert cheap.item_ids == ["b2", "b1"] and "cheapest first" in cheap.reply, words
+
+
 def test_an_unreadable_reply_with_time_left_gets_find_grounded_in_the_words(catalog: Catalog, scripted: Any) -> None:
     engine = scripted([[[41, 43, END]]])  # SID retrieval would answer t1, a tent
     ctx = _ctx(shopping_app(catalog), model=_sid_model(catalog, engine), constraints={"in_stock": True},
