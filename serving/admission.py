@@ -33,10 +33,12 @@ turns running one after another). No batching fits a power near 1 and forecasts 
 batching engine fits less and is allowed the concurrency its batches absorb. A level admitted on an
 extrapolation that turns out slow is measured, and the forecast follows.
 
-A server that has completed fewer than ``min_samples`` turns predicts the app's service time alone, and
-an idle engine (``n == 0``) predicts 0: a turn is always tried when nothing else runs, so admission can
-never lock itself out on a stale service time (one slow first turn, say), and the turn's own deadline
-still bounds it.
+A server that has completed fewer than ``min_samples`` turns predicts as if the turns in flight ran one after
+another (``(n + 1) * service_ms``): predicting the service time alone admitted every turn of a cold unbatched
+server hit by 8 concurrent 300 ms turns, each waited behind the others past its deadline, none was delivered,
+so nothing was ever measured (12 s of timeouts in the serving bench). An idle engine (``n == 0``) predicts 0: a
+turn is always tried when nothing else runs, so admission can never lock itself out on a stale service time
+(one slow first turn, say), and the turn's own deadline still bounds it.
 
 Run its tests: ``.venv/bin/python -m pytest tests/serving/test_admission.py -q``
 """
@@ -66,7 +68,8 @@ class Admission:
     """Counts model turns in flight and their completions; forecasts a new turn's latency.
 
     ``window_s``: how far back completions count for the capacity (seconds of wall time).
-    ``min_samples``: completions needed before forecasting (before that every turn is admitted).
+    ``min_samples``: completions needed before forecasting from measurements (before that: turns one after
+    another).
     ``alpha``: EMA weight of the newest lone-turn latency in an app's service time.
     ``clock``: monotonic seconds (a test passes its own).
     """
@@ -147,7 +150,7 @@ class Admission:
         if n == 0:
             predicted = 0.0  # an idle engine: always try (a turn too slow is cut; its latency updates the service time)
         elif self._completed < self.min_samples:
-            predicted = service  # nothing measured yet: the turn's own service time
+            predicted = (n + 1) * service  # too little measured: as if the turns ahead ran one after another
         elif slowdown is not None:
             predicted = service * max(1.0, slowdown)
         elif capacity is not None:

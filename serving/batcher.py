@@ -96,7 +96,8 @@ class BatchingEngine:
     16 here), so while fewer calls are gathered than ``expected()`` callers are active (a server's turns in
     flight: each will call soon), the worker keeps gathering for up to ``wait_ms`` past the first call it took,
     and never longer than a fifth of the time its most urgent request has left. A lone caller is never kept
-    waiting. None / 0 = off.
+    waiting, nor one whose request could then no longer afford two batches of the recent mean length before its
+    deadline. None / 0 = off.
     """
 
     def __init__(self, engine: Engine, *, max_batch: int = 32, gather_ms: float = 5.0, batching: bool = True,
@@ -294,8 +295,11 @@ class BatchingEngine:
             return 0.0
         now_mono = time.monotonic()
         left = [r.deadline - now_mono for j in jobs for r in j.requests if r.deadline is not None]
-        wait = min([self.wait_s, *(0.2 * max(0.0, t) for t in left)])
-        return start + wait
+        with self._lock:
+            batch_s = (self._ema_ms or 0.0) / 1000
+        # never so long that the batch could not run twice in the time the most urgent request has left
+        wait = min([self.wait_s, *(min(0.2 * t, t - 2 * batch_s) for t in left)])
+        return start + max(0.0, wait)
 
     def _take(self, deadline: float | None) -> _Job | None:
         """The next queued job; None at the deadline or on the stop mark (which is put back for the loop)."""

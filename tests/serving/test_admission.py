@@ -18,7 +18,7 @@ class Clock:
         return self.t
 
 
-def test_an_idle_engine_always_admits_and_before_min_samples_the_service_time_rules() -> None:
+def test_an_idle_engine_always_admits_and_before_min_samples_turns_queue_one_after_another() -> None:
     clock = Clock()
     adm = Admission(min_samples=3, clock=clock)
     assert adm.forecast("shop").predicted_ms == 0.0  # never ran
@@ -27,7 +27,10 @@ def test_an_idle_engine_always_admits_and_before_min_samples_the_service_time_ru
     adm.finish("shop", 2000.0, others=others, delivered=True)  # one slow first turn
     assert adm.forecast("shop").predicted_ms == 0.0  # idle: try anyway (no lock-out on a stale service time)
     adm.start()
-    assert adm.forecast("shop").predicted_ms == 2000.0  # one in flight, 1 completion < min_samples
+    # one in flight, 1 completion < min_samples: as if it and the new turn ran one after the other
+    assert adm.forecast("shop").predicted_ms == 4000.0
+    adm.start()
+    assert adm.forecast("shop").predicted_ms == 6000.0
     assert adm.capacity() is None
 
 

@@ -221,8 +221,14 @@ def test_the_worker_waits_for_expected_callers_but_never_keeps_a_lone_one(rec: R
         t0 = time.perf_counter()
         batcher.generate([request(4, deadline=time.monotonic() + 0.5)])
         waited = time.perf_counter() - t0
+        # batches have lately taken 240 ms: 0.5 s left affords two of them with 20 ms to spare, so it waits <= 20 ms
+        with batcher._lock:
+            batcher._ema_ms = 240.0
+        t0 = time.perf_counter()
+        batcher.generate([request(5, deadline=time.monotonic() + 0.5)])
+        hurried = time.perf_counter() - t0
         pool.shutdown()
-    assert rec.calls == [3, 1, 1] and 0.09 <= waited < 0.4
+    assert rec.calls == [3, 1, 1, 1] and 0.09 <= waited < 0.4 and hurried < 0.08
 
 
 def test_queue_depth_and_wait_estimate_follow_the_backlog(rec: Recording) -> None:
