@@ -40,6 +40,7 @@ from apps.travel.checker import (
     pois_from_items,
     travel_time_minutes,
 )
+from apps.travel.parse import text_constraints
 from harness.agent import AppSpec, Final, TurnContext
 from harness.bm25 import BM25, top_k
 from harness.catalog import Catalog
@@ -337,9 +338,13 @@ def describe_itinerary(itinerary: Itinerary, pois: dict[str, Poi], constraints: 
 
 def fallback(ctx: TurnContext, reason: str) -> Final:
     """The greedy plan for the request's constraints (a default 09:00–21:00 window when only the day is
-    known); without a day, ask for it. ``reason`` (budget, step_limit, no_model) does not change it."""
+    known); without a day, ask for it. ``reason`` (budget, step_limit, no_model) does not change it.
+
+    The constraints are the structured ones a frontend sent, over what the traveller's words state (day, hours,
+    the hotel they start from, transport: :mod:`apps.travel.parse`), so a request sent as text is planned too."""
     res = _res(ctx)
-    constraints = plan_constraints(ctx.constraints, FALLBACK_WINDOW)
+    words = " ".join(str(m.get("content") or "") for m in ctx.session.messages if m.get("role") == "user")
+    constraints = plan_constraints({**text_constraints(words, res.pois), **ctx.constraints}, FALLBACK_WINDOW)
     if constraints is None:
         return Final(reply="Which day would you like to go, and from what time until when? "
                            "Tell me where you start, too.", actions=[{"type": "ask_user"}])

@@ -189,6 +189,22 @@ def test_fallback_plans_a_default_window_and_asks_without_a_day(app: AppSpec) ->
     assert asking.actions == [{"type": "ask_user"}] and "Which day" in asking.reply
 
 
+def test_fallback_plans_a_request_sent_as_text_only(app: AppSpec) -> None:
+    session = SessionState(app="travel", messages=[{"role": "user", "content": (
+        "Saturday 9:00-17:00, starting and ending at Test hotel, on foot. I must see a museum. 1 to 3 stops.")}])
+    ctx = TurnContext(app=app, session=session, constraints={}, budget=Budget(1000), model=None)
+    final = fallback(ctx, "no_model")
+    # the words give the structured REQUEST: the same greedy plan
+    task = Task(task_id="t", app="travel", kind="plan", messages=[Message(role="user", content="-")],
+                constraints=REQUEST)
+    assert final.data["itinerary"] == plan_greedy(task, app.resources.pois).model_dump(mode="json")
+    assert final.data["check"]["feasible"] is True
+    # structured constraints a frontend sends win over the words
+    ctx = TurnContext(app=app, session=session, constraints={**REQUEST, "mode": "taxi"}, budget=Budget(1000),
+                      model=None)
+    assert fallback(ctx, "no_model").data["itinerary"]["mode"] == "taxi"
+
+
 class _Tokenizer:
     """Just enough of a tokenizer for render_ids: one token per character of the JSON-rendered chat."""
 

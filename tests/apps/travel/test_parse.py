@@ -1,0 +1,76 @@
+"""Reading a trip request's words (``apps.travel.parse``): the travel fallback's constraints from text.
+
+The wordings here are written for these tests, not taken from the world generator's templates.
+Run: .venv/bin/python -m pytest tests/apps/travel/test_parse.py -q
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from apps.travel.checker import Poi
+from apps.travel.parse import must_categories, stop_counts, text_constraints, time_window, transport, weekday
+
+
+def _poi(pid: str, name: str, category: str, group: str, tags: list[str] | None = None) -> Poi:
+    return Poi(poi_id=pid, name=name, group=group, category=category, lat=0.0, lon=0.0, opens=0, closes=1440,
+               closed_days=[], visit_minutes=30, price_level=1, district="Centre", tags=tags or [], price=0.0,
+               rating=4.0)
+
+
+POIS = {p.poi_id: p for p in [
+    _poi("h1", "Harbour Inn", "hotel", "lodging"), _poi("h2", "Grand Harbour Inn", "hotel", "lodging"),
+    _poi("h3", "Olive Hostel", "hostel", "lodging"), _poi("m1", "City Museum", "museum", "culture", ["indoor"]),
+    _poi("f1", "Noodle Bar", "street_food", "food", ["crowded"]), _poi("f2", "Le Chef", "fine_dining", "food"),
+    _poi("c1", "Bean There", "cafe", "food", ["kid-friendly"]), _poi("n1", "Blue Note", "jazz_club", "nightlife",
+                                                                       ["adults-only", "late-night"]),
+]}
+
+
+@pytest.mark.parametrize(("text", "window"), [
+    ("sunday 8:15-13:45 if possible", (495, 825)),
+    ("around 10am till 4pm", (600, 960)),
+    ("1-5pm works", (780, 1020)),          # pm on the end only: 13:00-17:00
+    ("9-5pm works", (540, 1020)),          # 21:00 would come after 17:00: the start stays 9:00
+    ("from 9 until 5", (540, 1020)),       # bare numbers after "from", end before start: the afternoon
+    ("7pm to midnight", (1140, 1440)),
+    ("between 14.30 and 19.00", (870, 1140)),
+    ("3 to 5 places, no times yet", None),  # a count of places, not a time
+    ("between 3 and 4 sights", None),
+    ("at 25:00-26:00", None),
+])
+def test_time_window(text: str, window: tuple[int, int] | None) -> None:
+    assert time_window(text) == window
+
+
+def test_weekday_transport_and_stop_counts() -> None:
+    assert weekday("Next Thurs., we're free") == "thu" and weekday("on saturdays") == "sat"
+    assert weekday("a day out") is None
+    assert transport("we'd rather go on foot") == "walk" and transport("grab a cab") == "taxi"
+    assert transport("the tram is fine") == "transit" and transport("whatever") is None
+    assert stop_counts("three to five sights") == (3, 5) and stop_counts("only two places") == (2, 2)
+    assert stop_counts("no more than 4 visits") == (1, 4) and stop_counts("at least 2 stops") == (2, 8)
+    assert stop_counts("a museum at 10:00") is None
+
+
+def test_must_categories_need_a_must_sentence_and_read_plurals_and_common_words() -> None:
+    names = ["museum", "street_food", "fine_dining", "cafe", "food", "jazz_club"]
+    text = "Museums would be nice. We must have street food! Also a coffee stop is required."
+    assert must_categories(text, names) == ["street_food", "cafe"]  # "would be nice" is no must
+    assert must_categories("I need to eat somewhere", names) == ["food"]
+
+
+def test_text_constraints_read_start_end_budget_level_and_avoidances() -> None:
+    text = ("Saturday 10:00-18:00, we start from the Grand Harbour Inn and move to Olive Hostel at night. "
+            "We must see a museum and have a fine-dining dinner. Spend under €120 overall, nothing pricier than $$. "
+            "Please avoid crowded spots. Two or three stops, walking.")
+    out: dict[str, Any] = text_constraints(text, POIS)
+    assert out == {"min_stops": 2, "max_stops": 3, "must_categories": ["museum", "fine_dining"], "day": "sat",
+                   "start_min": 600, "end_min": 1080, "start_poi": "h2", "end_poi": "h3", "budget": 120.0,
+                   "max_price_level": 2, "avoid_tags": ["crowded"], "mode": "walk"}
+    # one lodging: the day starts and ends there; "Harbour Inn" alone is not the longer "Grand Harbour Inn"
+    one = text_constraints("Staying at Harbour Inn, Friday from 9 to 5. Price level 3 of 4 at most.", POIS)
+    assert (one["start_poi"], one["end_poi"], one["max_price_level"]) == ("h1", "h1", 3)
+    assert text_constraints("plan something nice", POIS) == {}
