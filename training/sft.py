@@ -167,6 +167,9 @@ class SFTConfig(BaseModel):
         if self.batch_size % self.workers:
             raise ValueError(f"batch_size {self.batch_size} must be a multiple of workers {self.workers} "
                              "(each worker takes an equal share of every micro-batch)")
+        if self.theme_bundles and not self.trajectories_per_task:
+            raise ValueError(f"theme_bundles {self.theme_bundles} needs trajectories_per_task > 0: the theme bundles "
+                             "are plan examples of the served protocol")
         if self.trajectories_per_task == 0:
             self.trajectory_spec = None  # unused: kept out of checkpoints, manifests and the resume check
         return self

@@ -923,13 +923,18 @@ def _fallback_bundle(ctx: TurnContext) -> Final | None:
     return Final(reply=reply, bundles=[ids], actions=[{"type": "show_bundles", "bundles": [ids]}])
 
 
+def _time_left(ctx: TurnContext) -> bool:
+    """At least ``SID_FALLBACK_MIN_MS`` of the turn's budget left before its answer reserve: time for a fallback
+    that does more than BM25."""
+    budget = ctx.budget
+    return not budget.expired() and budget.remaining_ms() - budget.reserve_ms > SID_FALLBACK_MIN_MS
+
+
 def _fallback_ids(ctx: TurnContext, query: str) -> list[str]:
     """Candidates for the fallback: SID retrieval when the model has SIDs and time is left, else BM25."""
     cons = ctx.constraints
     model = ctx.model
-    budget = ctx.budget
-    if model is not None and model.sid is not None and not budget.expired() \
-            and budget.remaining_ms() - budget.reserve_ms > SID_FALLBACK_MIN_MS:  # time left before the deadline
+    if model is not None and model.sid is not None and _time_left(ctx):
         try:
             flt = ItemFilter(in_stock=True, category_prefix=cons.get("category"), price_min=cons.get("price_min"),
                              price_max=cons.get("price_max"))
@@ -954,9 +959,7 @@ def _fallback_ids(ctx: TurnContext, query: str) -> list[str]:
 def _recover(ctx: TurnContext) -> Final | None:
     """The model wrote nothing usable but time is left: ``find`` with no arguments, grounded in the shopper's words
     (the leaf or department they name or mean, their price ceiling), as the model's own call would have been."""
-    budget = ctx.budget
-    if not GROUND_WORDS or ctx.model is None or budget.expired() \
-            or budget.remaining_ms() - budget.reserve_ms <= SID_FALLBACK_MIN_MS:
+    if not GROUND_WORDS or ctx.model is None or not _time_left(ctx):
         return None
     try:
         return find(FindArgs(), ctx)

@@ -433,6 +433,9 @@ def build_shopping_sft(world: Path, sid_dir: Path, *, eval_fraction: float = 0.1
     if trajectories_per_task > 0 and spec is None:
         raise SftDataError("trajectories need the app's system prompt and tool schemas: pass spec=TrajectorySpec(…)")
     compact = spec is not None and not spec.tools  # the served protocol lists no tools: plan examples
+    if theme_bundles and not (compact and trajectories_per_task > 0):
+        raise SftDataError(f"theme_bundles={theme_bundles} needs the compact protocol's plan examples "
+                           "(trajectories_per_task > 0 and a spec without tool schemas)")
     if spec is not None and trajectories_per_task > 0 and not compact:
         check_spec(spec)
     sid_map = SidMap.load(Path(sid_dir) / SIDS_FILE)

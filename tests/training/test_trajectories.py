@@ -251,6 +251,8 @@ def test_theme_bundles_join_the_compact_protocols_training_examples_only(world: 
     corpus = world_corpus(world.root, app_spec(), theme_bundles=7)
     assert len(corpus) > len(world_corpus(world.root, app_spec()))
     assert themed[0].messages[1]["content"] in corpus
+    with pytest.raises(SftDataError, match="theme_bundles=3 needs the compact protocol"):  # schemas in the prompt
+        build_shopping_sft(world.root, world.sid_dir, trajectories_per_task=1, spec=SPEC, theme_bundles=3)
 
 
 # ---------------------------------------------------------------------------------------- serving renders the same

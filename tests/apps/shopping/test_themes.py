@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
+
+import pytest
 
 from apps.shopping.plan import FIND_BUNDLE, plan_call
 from apps.shopping.sft import app_spec, plan_examples
@@ -63,3 +66,13 @@ def test_theme_bundles_become_served_format_plan_examples(catalog: Catalog) -> N
         arguments = json.loads(function["arguments"])
         assert function["name"] == "find_bundle" and arguments["budget"] == task.constraints["budget"]
         assert arguments["slots"] == [s[-1] for s in task.constraints["slots"]]
+
+
+def test_theme_bundles_without_plan_examples_are_a_config_error(tmp_path: Path) -> None:
+    from pydantic import ValidationError
+
+    from training.sft import SFTConfig
+
+    with pytest.raises(ValidationError, match="theme_bundles 5 needs trajectories_per_task > 0"):
+        SFTConfig(world=tmp_path, sid=tmp_path, out=tmp_path, theme_bundles=5)
+    assert SFTConfig(world=tmp_path, sid=tmp_path, out=tmp_path, theme_bundles=0).theme_bundles == 0
