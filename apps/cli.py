@@ -577,6 +577,8 @@ def serve(
                                                    "config's engine.dtype, auto).")] = None,
     engine: Annotated[str | None, typer.Option(help="hf (CPU default) or vllm (GPU) (default: the config's "
                                                     "engine.backend).")] = None,
+    lend: Annotated[bool, typer.Option("--lend", help="Lend idle capacity to RL rollout from the start (needs "
+                                       "--api-key; an RL config names this server in `lenders`).")] = False,
 ) -> None:
     """Serve the REST API (shopping, livestream, travel, OpenAI-compatible chat); OpenAPI docs at /docs."""
     import uvicorn
@@ -592,6 +594,11 @@ def serve(
     if not 0 < port < 65536:
         raise UsageError(f"--port {port}: expected 1-65535")
     cfg = _config(ServeConfig, config, {"api_key": api_key, "redis_url": redis_url})
+    if lend:
+        if cfg.api_key is None:
+            raise UsageError("--lend needs --api-key (or SIDEKICK_API_KEY): the RL controller reaches a lending "
+                             "replica through its admin routes")
+        cfg.lending = cfg.lending.model_copy(update={"enabled": True})
     update = {k: v for k, v in {"dtype": dtype, "backend": engine}.items() if v is not None}
     cfg.engine = cfg.engine.model_copy(update=update)
     try:

@@ -28,6 +28,8 @@ from harness.env import AppEnv
 from infra.layout import CATALOG_FILE
 from serving.model import load_model, reload_weights
 from serving.server import AgentServer, ServeConfig
+from training.rl.lending import JoinSpec
+from training.rl.workers import EnvWorker
 
 log = logging.getLogger(__name__)
 
@@ -85,10 +87,33 @@ def build_server(agent_dir: Path | None, worlds: Sequence[Path], config: ServeCo
     if agent_dir is not None and server.front is not None:
         front = server.front
         server.reload = lambda: reload_weights(Path(agent_dir), front)
+    if config.api_key is not None:  # the admin routes exist: the replica can lend (off until turned on)
+        server.start_lending(lending_slot)
     log.info("serving %s with %s", ", ".join(envs), agent_dir or "no model (fallback only)")
     gc.collect()
     gc.freeze()  # the catalogs, model and indexes are long-lived: a full collection never walks them again
     return server
+
+
+def lending_slot(spec: JoinSpec) -> EnvWorker:
+    """An RL run's environment worker inside this serving process (the lender's rollout slot): the run's app
+    over its world, with a policy engine of its own loaded from the run's starting agent (torch threads as
+    the server set them)."""
+    from apps.rl import env_factory
+
+    world, agent = Path(spec.world), Path(spec.agent)
+    if not (world / CATALOG_FILE).is_file():
+        raise ServeSetupError(f"join: world {world} has no {CATALOG_FILE} on this host")
+    if not (agent / "agent.json").is_file():
+        raise ServeSetupError(f"join: agent {agent} is not an agent directory on this host (no agent.json)")
+    try:
+        kit = apps.kit(spec.app)
+    except apps.AppError as e:
+        raise ServeSetupError(f"join: {e}") from e
+    try:
+        return EnvWorker(agent, env_factory(kit, world), kit.sid, spec.rollout, threads=0)
+    except (ModelError, OSError, ValueError) as e:
+        raise ServeSetupError(f"join: cannot build the rollout slot: {e}") from e
 
 
 def set_threads(config: ServeConfig) -> None:

@@ -25,7 +25,7 @@ from fastapi.encoders import jsonable_encoder
 from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -35,6 +35,7 @@ from harness.catalog import Item
 from harness.protocol import parse_reply
 from harness.session import SessionError, SessionState
 from infra.engines.base import Completion, EngineError, GenerationRequest, SamplingParams, TokenSink
+from serving.lending import Lender, LendingRefused
 from serving.schemas import (
     AnswerReply,
     AnswerRequest,
@@ -55,6 +56,7 @@ from serving.schemas import (
 )
 from serving.server import AgentServer, Overloaded, UnknownApp
 from serving.ui import mount_ui
+from training.rl.lending import JoinSpec, job_from_json, job_to_json, trajectory_to_json, weights_from_bytes
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +74,7 @@ _ERROR_TEXT = {
     401: "Missing or wrong X-API-Key header.",
     403: "Admin routes are off (the server has no api_key).",
     404: "Unknown session, app or model.",
-    409: "The server has no reloadable agent.",
+    409: "The server has no reloadable agent, or cannot lend / lends to another RL run.",
     413: "The request body is larger than max_body_bytes.",
     422: "A field is missing or invalid; the detail names it.",
     503: "Busy (with Retry-After: the queue would eat the budget), no model loaded, or the engine or "
@@ -91,16 +93,17 @@ BODY_ERRORS = (400, 404, 413, 422, 503)
 class BodyLimit:
     """ASGI middleware: bodies over ``limit`` bytes get 413 (by Content-Length, or counted while streaming)."""
 
-    def __init__(self, app: ASGIApp, limit: int) -> None:
-        self.app, self.limit = app, limit
+    def __init__(self, app: ASGIApp, limit: int, paths: dict[str, int] | None = None) -> None:
+        self.app, self.default, self.paths = app, limit, paths or {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        limit = self.paths.get(scope.get("path", ""), self.default)
         declared = dict(scope.get("headers") or []).get(b"content-length")
-        if declared is not None and (not declared.isdigit() or int(declared) > self.limit):
-            await _too_large(scope, receive, send, self.limit)
+        if declared is not None and (not declared.isdigit() or int(declared) > limit):
+            await _too_large(scope, receive, send, limit)
             return
         seen = 0
 
@@ -108,8 +111,8 @@ class BodyLimit:
             nonlocal seen
             message = await receive()
             seen += len(message.get("body", b""))
-            if seen > self.limit:
-                raise HTTPException(413, f"request body exceeds {self.limit} bytes")
+            if seen > limit:
+                raise HTTPException(413, f"request body exceeds {limit} bytes")
             return message
 
         await self.app(scope, limited, send)
@@ -678,6 +681,107 @@ async def reload_agent(server: ServerDep, _: AdminDep) -> dict[str, Any]:
     return {"reloaded": True, "weights_version": version}
 
 
+# ------------------------------------------------------------------------------------------------ lending
+class LendingSwitch(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    enabled: bool
+
+
+class LendJobs(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    run: str
+    jobs: list[dict[str, Any]]
+
+
+def _lender(server: AgentServer) -> Lender:
+    if server.lender is None:
+        raise HTTPException(409, "this server cannot lend (it was not started by the launcher with an api_key)")
+    return server.lender
+
+
+async def _lend_call(server: AgentServer, fn: Callable[[], Any]) -> Any:
+    """Run a lender call off the event loop; a call that does not fit its state is 409, a bad input 422."""
+    loop = asyncio.get_running_loop()
+    try:
+        return await loop.run_in_executor(server_executor(server, "fallback"), fn)
+    except LendingRefused as e:
+        raise HTTPException(409, str(e)) from e
+    except (ValueError, KeyError, TypeError) as e:
+        raise HTTPException(422, f"{type(e).__name__}: {e}") from e
+
+
+@ops.get("/admin/lending", responses=errors(401, 403, 409, 422))
+async def read_lending(server: ServerDep, _: AdminDep) -> dict[str, Any]:
+    """Whether this replica lends idle capacity to RL rollout, to which run, and what it has done (X-API-Key)."""
+    return _lender(server).status()
+
+
+@ops.post("/admin/lending", responses=errors(401, 403, 409, 422))
+async def switch_lending(body: LendingSwitch, server: ServerDep, _: AdminDep) -> dict[str, Any]:
+    """Turn lending on or off; off hands every unfinished RL episode back to its controller (X-API-Key)."""
+    lender = _lender(server)
+    result: dict[str, Any] = await _lend_call(server, lambda: lender.set_enabled(body.enabled))
+    return result
+
+
+@ops.post("/admin/lending/join", responses=errors(401, 403, 409, 422))
+async def join_lending(body: JoinSpec, server: ServerDep, _: AdminDep) -> dict[str, Any]:
+    """An RL run's controller joins: the replica builds the run's environment and policy slot (X-API-Key)."""
+    lender = _lender(server)
+    result: dict[str, Any] = await _lend_call(server, lambda: lender.join(body))
+    return result
+
+
+@ops.put("/admin/lending/weights", responses=errors(401, 403, 409, 413, 422))
+async def push_lending_weights(request: Request, server: ServerDep, _: AdminDep, run: str, version: int
+                               ) -> dict[str, Any]:
+    """The run's policy weights, version ``version``, as a safetensors body (X-API-Key)."""
+    lender = _lender(server)
+    body = await request.body()
+    try:
+        state = weights_from_bytes(body)
+    except Exception as e:  # safetensors raises its own error types on a malformed header
+        raise HTTPException(422, f"body: not a safetensors state dict ({type(e).__name__}: {e})") from e
+    got = await _lend_call(server, lambda: lender.update_weights(run, state, version))
+    return {"version": got}
+
+
+@ops.post("/admin/lending/episodes", responses=errors(401, 403, 409, 413, 422))
+async def submit_lending(body: LendJobs, server: ServerDep, _: AdminDep) -> dict[str, Any]:
+    """RL episodes to run on lent capacity (X-API-Key)."""
+    lender = _lender(server)
+    jobs = []
+    for i, job in enumerate(body.jobs):
+        try:
+            jobs.append(job_from_json(job))
+        except (KeyError, TypeError, ValueError) as e:
+            raise HTTPException(422, f"jobs[{i}]: {type(e).__name__}: {e}") from e
+    accepted = await _lend_call(server, lambda: lender.submit(body.run, jobs))
+    return {"accepted": accepted, "handed_back": len(jobs) - accepted}
+
+
+class LendRun(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    run: str
+
+
+@ops.post("/admin/lending/reclaim", responses=errors(401, 403, 409, 422))
+async def reclaim_lending(body: LendRun, server: ServerDep, _: AdminDep) -> dict[str, Any]:
+    """Hand back the run's unfinished episodes now, to run on the controller's idle workers (X-API-Key)."""
+    lender = _lender(server)
+    n = await _lend_call(server, lambda: lender.reclaim(body.run))
+    return {"handed_back": n}
+
+
+@ops.get("/admin/lending/episodes", responses=errors(401, 403, 409, 422))
+async def collect_lending(server: ServerDep, _: AdminDep, run: str) -> dict[str, Any]:
+    """Finished RL trajectories and handed-back jobs since the last call (X-API-Key)."""
+    lender = _lender(server)
+    done, back, status = await _lend_call(server, lambda: lender.collect(run))
+    return {"finished": [trajectory_to_json(t) for t in done], "returned": [job_to_json(j) for j in back],
+            "status": status}
+
+
 # ------------------------------------------------------------------------------------------------ the app
 OPENAI_PATHS = ("/v1/chat/", "/v1/models")
 
@@ -770,7 +874,8 @@ def create_app(server: AgentServer) -> FastAPI:
     for router in (*(session_router(name) for name in SESSION_APPS), apps_router, openai_router, ops):
         app.include_router(router)
     mount_ui(app)
-    app.add_middleware(BodyLimit, limit=server.config.max_body_bytes)
+    app.add_middleware(BodyLimit, limit=server.config.max_body_bytes,
+                       paths={"/admin/lending/weights": server.config.lending.max_weights_mb * 2**20})
     app.add_middleware(Timing, metrics=server.metrics)
     return app
 

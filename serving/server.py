@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from harness.agent import AgentLoop, AppSpec, Grounder, LoopConfig, ModelAccess, TurnResult
 from harness.budget import Budget
@@ -25,6 +25,7 @@ from harness.session import MemorySessionStore, RedisSessionStore, SessionState,
 from infra.engines import EngineSettings
 from serving.admission import Admission
 from serving.batcher import BatchingEngine
+from serving.lending import Lender, LendingConfig, SlotFactory
 from serving.metrics import Metrics
 
 
@@ -68,6 +69,15 @@ class ServeConfig(BaseModel):
     max_session_messages: int = Field(40, ge=4, description="Messages a session keeps (first intent + latest).")
     redis_url: str | None = Field(None, description="redis://host:port/db for shared sessions; None = in memory.")
     api_key: str | None = Field(None, description="Key for admin routes (header X-API-Key); None = admin off.")
+    lending: LendingConfig = Field(default_factory=LendingConfig, description="Idle capacity lent to RL rollout "
+                                   "(serving/lending.py); the admin routes /admin/lending turn it on and off.")
+
+    @model_validator(mode="after")
+    def _lending_needs_admin(self) -> ServeConfig:
+        if self.lending.enabled and self.api_key is None:
+            raise ValueError("lending.enabled needs api_key: the RL controller reaches a lending replica through "
+                             "its admin routes (set SIDEKICK_API_KEY or api_key)")
+        return self
 
 
 class Overloaded(Exception):
@@ -151,6 +161,22 @@ class AgentServer:
         self._lock = threading.Lock()
         self.reload: Callable[[], int] | None = None
         """Set by the launcher: reloads the agent's weights into the engine, returns the new version."""
+        self.lender: Lender | None = None
+
+    def start_lending(self, make_slot: SlotFactory) -> Lender:
+        """Hold a rollout slot beside the served agent (off until ``config.lending.enabled`` or the admin API
+        turns it on): the launcher gives the factory that builds an RL run's environment worker."""
+        if self.lender is None:
+            self.lender = Lender(self.config.lending, make_slot, self.serving_busy, registry=self.metrics.registry)
+        return self.lender
+
+    def serving_busy(self) -> bool:
+        """A turn is running or a model call waits for the serving engine."""
+        return self.admission.in_flight > 0 or (self.front is not None and self.front.queue_depth > 0)
+
+    def _serving_work(self) -> None:
+        if self.lender is not None:
+            self.lender.preempt()
 
     @staticmethod
     def _grounder(spec: AppSpec, sid_map: Any) -> Grounder:
@@ -174,7 +200,9 @@ class AgentServer:
         return float(requested) if requested is not None else self.app(app).spec.default_budget_ms
 
     def new_budget(self, app: str, budget_ms: float, start: float | None = None) -> Budget:
-        """The turn's hard budget, counted from ``start`` (the request's arrival, ``time.monotonic()``)."""
+        """The turn's hard budget, counted from ``start`` (the request's arrival, ``time.monotonic()``). Every turn
+        starts here, so lent rollout is cut here too."""
+        self._serving_work()
         return Budget(budget_ms, max_steps=self.app(app).spec.max_steps, reserve_ms=self.config.answer_reserve_ms,
                       start=time.monotonic() if start is None else start, hard=True)
 
@@ -200,6 +228,7 @@ class AgentServer:
         whole budget."""
         if self.front is None:
             return
+        self._serving_work()
         wait = self.front.estimated_wait_ms()
         if wait > budget_ms:
             self.metrics.count_rejection()
@@ -241,6 +270,8 @@ class AgentServer:
         return self.front is None or self.front.alive
 
     def close(self) -> None:
+        if self.lender is not None:
+            self.lender.close()
         if self.front is not None:
             self.front.close()
 

@@ -42,6 +42,7 @@ from harness.agent import call_seed
 from harness.tasks import Task
 from infra.cluster import ClusterInfo, Placement, connect_for, cpu_mapping, place, shutdown
 from infra.manifest import write_manifest
+from training.rl.lending import JoinSpec, LenderClient, LendingError, LendingWorker
 from training.rl.rollout import EpisodeJob, RolloutSettings
 from training.rl.trainer import TrainerSettings
 from training.rl.trajectory import Trajectory
@@ -88,6 +89,13 @@ class RLConfig(BaseModel):
     keep_checkpoints: int = Field(2, ge=1, description="Newest checkpoints kept.")
     seed: int = Field(0, description="Task order and sampling seeds.")
     ray_address: str | None = Field(None, description="Join this Ray cluster; None = the settings' or a local one.")
+    lenders: list[str] = Field(default_factory=list, description="Base URLs of serving replicas that lend idle "
+                               "capacity to this run's rollout (`sidekick serve --lend`); needs app and world, "
+                               "readable at the same paths on the replicas' hosts.")
+    lender_api_key_env: str = Field("SIDEKICK_API_KEY", description="Environment variable holding the lenders' "
+                                    "admin key.")
+    lender_call_s: float = Field(2.0, gt=0, description="A lender call returns after this long with what is "
+                                 "finished (the rest stays on the replica and is collected by the next call).")
     rollout: RolloutSettings = Field(default_factory=RolloutSettings)
     trainer: TrainerSettings = Field(default_factory=TrainerSettings)
 
@@ -95,6 +103,8 @@ class RLConfig(BaseModel):
     def _sane(self) -> RLConfig:
         if self.mode == "sync" and self.tail_fraction > 0:
             raise ValueError("tail_fraction needs mode=async: in sync mode a carried-over episode is always stale")
+        if self.lenders and (self.app is None or self.world is None):
+            raise ValueError("lenders need app and world: a lending replica builds the run's environment itself")
         return self
 
     @property
@@ -122,6 +132,8 @@ class StepStats:
     elapsed_s: float
     trajectories_per_s: float
     worker_deaths: int
+    lent: int = 0  # trajectories generated on lent serving capacity, since the start
+    handed_back: int = 0  # episodes lenders handed back (or lost) and the dedicated workers ran again
     loss: dict[str, float] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
@@ -224,6 +236,11 @@ class RLRun:
         self._retry: list[EpisodeJob] = []
         self._next_group = 0
         self._deaths = self._restarts = 0
+        self._lenders: set[int] = set()  # indices in self.workers of LendingWorker handles
+        self._lent = self._handed_back = 0
+        self._lend_clients: dict[int, LenderClient] = {}  # the driver's own line to each lender (work stealing)
+        self._lend_run = ""
+        self._steal_checked: dict[int, float] = {}
         self._collected: list[float] = []
         self._lengths: list[int] = []
         self._start = time.perf_counter()
@@ -249,9 +266,38 @@ class RLRun:
             log.info("resumed from %s at step %d", ckpt, self.step)
         agent = ckpt / "agent" if ckpt is not None else self.cfg.agent
         self.workers = [self._spawn(i, agent) for i in range(self.cfg.env_workers)]
+        self._join_lenders(agent)
         if ckpt is not None:
             self.version = int(ray.get(self.trainer.version.remote()))
             self._push_weights()
+
+    def _join_lenders(self, agent: Path) -> None:
+        """One :class:`LendingWorker` per configured replica; one that cannot be joined is left out (warned)."""
+        import os
+
+        import ray
+
+        if not self.cfg.lenders:
+            return
+        assert self.cfg.app is not None and self.cfg.world is not None
+        spec = JoinSpec(run=f"{Path(self.cfg.out).resolve()}#{time.time_ns()}", app=self.cfg.app,
+                        world=str(Path(self.cfg.world).resolve()), agent=str(Path(agent).resolve()),
+                        rollout=self.cfg.rollout)
+        key = os.environ.get(self.cfg.lender_api_key_env)
+        self._lend_run = spec.run
+        cls: Any = ray.remote(num_cpus=0, max_restarts=0)(LendingWorker)
+        for url in self.cfg.lenders:
+            handle = cls.remote(url, key, spec, call_s=self.cfg.lender_call_s)
+            try:
+                ray.get(handle.url.remote(), timeout=300)
+            except Exception as err:  # any failure to join leaves this lender out
+                log.warning("lender %s left out: %s", url, _cause(err))
+                ray.kill(handle)
+                continue
+            self._lenders.add(len(self.workers))
+            self._lend_clients[len(self.workers)] = LenderClient(url, key, timeout_s=5.0)
+            self.workers.append(handle)
+            log.info("lender %s joined", url)
 
     def _spawn(self, index: int, agent: Path) -> Any:
         import ray
@@ -284,6 +330,7 @@ class RLRun:
         while self.step < self.cfg.steps:
             if train_ref is None or self.cfg.mode == "async":
                 self._feed()
+                self._steal()
             groups = self._take() if train_ref is None else None
             if groups:
                 batch = [t for g in groups for t in g]
@@ -297,7 +344,7 @@ class RLRun:
             waiting = list(self._inflight) + ([train_ref] if train_ref is not None else [])
             if not waiting:
                 raise RLError("nothing in flight and not enough groups to train on")
-            done, _ = ray.wait(waiting, num_returns=1, timeout=1.0)
+            done, _ = ray.wait(waiting, num_returns=1, timeout=0.1 if self._lenders else 1.0)
             for ref in done:
                 if ref is train_ref:
                     stats = self._finish_step(ray.get(train_ref), batch, step_start)
@@ -322,19 +369,60 @@ class RLRun:
 
     def _feed(self) -> None:
         """Give every idle worker a call while more groups are wanted than are ready or coming; a worker that
-        still holds a long tail gets a call too, to finish it. Episodes of dead workers go first."""
+        still holds a long tail gets a call too, to finish it. Episodes of dead workers go first.
+
+        The groups still wanted are shared evenly among the idle workers that can take them (each at most
+        ``groups_per_call``): dedicated workers always, lenders when they advertise room for a group. So a
+        lender with spare capacity halves a lone worker's batch instead of waiting for what it leaves."""
         cfg = self.cfg
         want = cfg.groups_per_step * (1 + cfg.max_lag)
         busy = {c.worker for c in self._inflight.values()}
-        for w, handle in enumerate(self.workers):
-            if w in busy or handle is None:
-                continue
-            jobs, self._retry = self._retry, []
+        idle = [w for w, h in enumerate(self.workers) if h is not None and w not in busy]
+        room = {w: self._spare(w) for w in idle if w in self._lenders}  # a lender takes what it advertises
+        takers = [w for w in idle if room.get(w, cfg.group_size) >= cfg.group_size] or idle
+        short = want - len(self.buffer) - len(self._outstanding_groups() | {j.group for j in self._retry})
+        share = -(-max(0, short) // max(1, len(takers)))
+        for w in idle:
+            if w in room:
+                jobs, self._retry = self._retry[:room[w]], self._retry[room[w]:]
+                groups = min(cfg.groups_per_call, share, (room[w] - len(jobs)) // cfg.group_size)
+            else:
+                jobs, self._retry = self._retry, []
+                groups = min(cfg.groups_per_call, share)
             short = want - len(self.buffer) - len(self._outstanding_groups() | {j.group for j in jobs})
-            for _ in range(min(cfg.groups_per_call, max(0, short))):
+            for _ in range(min(groups, max(0, short))):
                 jobs += self._group_jobs()
             if jobs or self._held[w]:
                 self._submit(w, jobs)
+
+    def _steal(self) -> None:
+        """Work stealing: while a dedicated worker has nothing to do, a lender that serving keeps paused is asked
+        to hand its episodes back (they run again here) instead of holding the update up (checked every 0.1 s)."""
+        busy = {c.worker for c in self._inflight.values()}
+        if self._retry or not any(h is not None and w not in self._lenders and w not in busy
+                                  for w, h in enumerate(self.workers)):
+            return
+        now = time.monotonic()
+        for w in self._lenders:
+            if self.workers[w] is None or not self._held[w] or now - self._steal_checked.get(w, 0.0) < 0.1:
+                continue
+            self._steal_checked[w] = now
+            client = self._lend_clients[w]
+            try:
+                if client.status().get("paused"):
+                    n = client.reclaim(self._lend_run)
+                    log.info("lender %s is paused by serving: took back %d episodes", client.url, n)
+            except LendingError as err:
+                log.info("could not take episodes back from %s: %s", client.url, err)
+
+    def _spare(self, worker: int) -> int:
+        """Episodes lender ``worker`` takes now (0 if it does not answer within 5 s)."""
+        import ray
+
+        try:
+            return int(ray.get(self.workers[worker].spare.remote(), timeout=5))
+        except Exception:  # a lender that cannot say has no room; a dead one is found on its call
+            return 0
 
     def _outstanding_groups(self) -> set[int]:
         return {g for held in self._held.values() for (g, _) in held} | set(self._partial)
@@ -355,11 +443,21 @@ class RLRun:
         import ray
 
         call = self._inflight.pop(ref)
-        try:
-            trajs: list[Trajectory] = ray.get(ref)
-        except (ray.exceptions.RayActorError, ray.exceptions.ActorDiedError, ray.exceptions.WorkerCrashedError) as err:
-            self._worker_died(call.worker, err)
-            return
+        if call.worker in self._lenders:
+            try:
+                trajs, returned = ray.get(ref)
+            except ray.exceptions.RayError as err:
+                self._lender_lost(call.worker, err)
+                return
+            self._lent += len(trajs)
+            self._rerun(call.worker, returned)
+        else:
+            try:
+                trajs = ray.get(ref)
+            except (ray.exceptions.RayActorError, ray.exceptions.ActorDiedError,
+                    ray.exceptions.WorkerCrashedError) as err:
+                self._worker_died(call.worker, err)
+                return
         for t in trajs:
             self._held[call.worker].pop((t.group, t.sample), None)
             self._partial[t.group].append(t)
@@ -368,6 +466,26 @@ class RLRun:
             self._generated += 1
             if len(self._partial[t.group]) == self.cfg.group_size:
                 self.buffer.add(self._partial.pop(t.group), self.version)
+
+    def _rerun(self, worker: int, jobs: Sequence[EpisodeJob]) -> None:
+        """Episodes a lender handed back (or held when it was lost) run again on the dedicated workers, as they
+        were (same task, group and seed)."""
+        for j in jobs:
+            self._held[worker].pop((j.group, j.sample), None)
+        self._retry += list(jobs)
+        self._handed_back += len(jobs)
+
+    def _lender_lost(self, worker: int, err: BaseException) -> None:
+        """A lender that fails a call is left out for the rest of the run; its episodes run again elsewhere."""
+        import ray
+
+        held = list(self._held.pop(worker, {}).values())
+        log.warning("lender %d left out (%s); running its %d episodes again", worker, _cause(err), len(held))
+        self._rerun(worker, held)
+        ray.kill(self.workers[worker])
+        self.workers[worker] = None
+        if all(self.workers[w] is None for w in range(len(self.workers)) if w not in self._lenders):
+            raise RLError("no dedicated environment worker is left to run a lost lender's episodes")
 
     def _worker_died(self, worker: int, err: BaseException) -> None:
         """Queue the dead worker's groups again (from scratch: a group's samples must share a policy) and
@@ -388,10 +506,9 @@ class RLRun:
             self._push_weights([worker])
         else:
             self.workers[worker] = None
-        if all(h is None for h in self.workers):
-            cause = str(err).strip().splitlines()[-1] if str(err).strip() else type(err).__name__
+        if all(h is None for w, h in enumerate(self.workers) if w not in self._lenders):
             raise RLError(f"every environment worker died ({self._deaths} deaths; max_worker_restarts="
-                          f"{self.cfg.max_worker_restarts}); the last one: {cause}")
+                          f"{self.cfg.max_worker_restarts}); the last one: {_cause(err)}")
 
     def _weights_dir(self) -> Path:
         ckpt = self.latest_checkpoint()
@@ -424,7 +541,8 @@ class RLRun:
             response_p50=float(statistics.median(self._lengths)) if self._lengths else 0.0,
             response_max=max(self._lengths, default=0),
             train_s=float(loss.pop("train_s", 0.0)), step_s=time.perf_counter() - step_start, elapsed_s=elapsed,
-            trajectories_per_s=generated / max(elapsed, 1e-9), worker_deaths=self._deaths, loss=loss)
+            trajectories_per_s=generated / max(elapsed, 1e-9), worker_deaths=self._deaths, lent=self._lent,
+            handed_back=self._handed_back, loss=loss)
         self._collected, self._lengths = [], []
         self.history.append(stats)
         self._log(stats)
@@ -477,6 +595,9 @@ class RLRun:
         for handle in [*self.workers, self.trainer]:
             if handle is not None:
                 ray.kill(handle)
+        for client in self._lend_clients.values():
+            client.close()
+        self._lend_clients = {}
         self.workers, self.trainer = [], None
         if self.placement is not None:
             self.placement.close()
@@ -484,6 +605,11 @@ class RLRun:
         if self.cluster is not None:
             shutdown(self.cluster)
             self.cluster = None
+
+
+def _cause(err: BaseException) -> str:
+    text = str(err).strip()
+    return text.splitlines()[-1] if text else type(err).__name__
 
 
 def train_rl(cfg: RLConfig, tasks: Sequence[Task], env_factory: EnvFactory, sid_factory: SidFactory | None = None,

@@ -18,6 +18,7 @@ Used by the environment workers of the RL runtime and, without Ray, by the casca
 from __future__ import annotations
 
 import dataclasses
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -122,6 +123,7 @@ class EpisodePool:
     def __init__(self, app: AppEnv, model: ModelAccess, settings: RolloutSettings) -> None:
         self.app, self.model, self.settings = app, model, settings
         self._episodes: list[_Running] = []
+        self.tokens = 0  # completion tokens applied to episodes (cut calls not counted)
 
     @property
     def running(self) -> int:
@@ -134,19 +136,31 @@ class EpisodePool:
     def add(self, jobs: Sequence[EpisodeJob]) -> None:
         self._episodes += [_Running(job, start_episode(job, self.app, self.model, self.settings)) for job in jobs]
 
-    def step(self) -> int:
-        """Advance every running episode by one model action; returns how many ran."""
+    def step(self, cancel: threading.Event | None = None, max_rows: int | None = None) -> int:
+        """Advance running episodes by one model action (all, or the first ``max_rows``); returns how many ran.
+
+        ``cancel``: set it (from another thread) to stop the engine call at its next decode step; then no
+        episode moves, each keeps its pending request, and the next call sends the same requests again
+        (preemption loses nothing but the cut call's compute). Returns 0 when cut."""
         active = []
         for r in self._episodes:
             if not r.episode.done:
-                r.pending = r.episode.request()  # None: the episode ended without the model (fallback)
+                if r.pending is None:
+                    r.pending = r.episode.request()  # None: the episode ended without the model (fallback)
                 if r.pending is not None:
                     active.append(r)
+            if max_rows is not None and len(active) >= max_rows:
+                break
         if not active:
             return 0
-        completions = self.model.engine.generate([r.pending for r in active])
+        requests = [r.pending if cancel is None else r.pending.model_copy(update={"cancel": cancel}) for r in active]
+        completions = self.model.engine.generate(requests)
+        if cancel is not None and cancel.is_set():
+            return 0
         for r, outs in zip(active, completions, strict=True):
+            r.pending = None
             r.episode.apply(outs[0])
+            self.tokens += len(outs[0].token_ids)
         return len(active)
 
     def pop_finished(self) -> list[Trajectory]:
@@ -156,6 +170,12 @@ class EpisodePool:
 
     def pending_jobs(self) -> list[EpisodeJob]:
         return [r.job for r in self._episodes if not r.episode.done]
+
+    def pop_unfinished(self) -> list[EpisodeJob]:
+        """Remove the episodes still running and return their jobs (to be run again elsewhere, from the start)."""
+        jobs = self.pending_jobs()
+        self._episodes = [r for r in self._episodes if r.episode.done]
+        return jobs
 
 
 Teacher = Callable[[Episode, ModelAccess], str]
