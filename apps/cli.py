@@ -381,6 +381,9 @@ def train_rl_cmd(
     = None,
     resume: Annotated[bool, typer.Option("--resume", help="Continue from the newest checkpoint in --out.")] = False,
     ray_address: Annotated[str | None, typer.Option(help="Join this Ray cluster instead of starting one.")] = None,
+    lender: Annotated[list[str] | None, typer.Option("--lender", help="Base URL of a serving replica started with "
+                                                     "--lend to use its idle capacity for rollout (repeat for "
+                                                     "several; its key from SIDEKICK_API_KEY).")] = None,
 ) -> None:
     """RL on the app's harness environment with the Ray runtime (GRPO-family, async rollout, checkpoints)."""
     from apps.rl import env_factory
@@ -388,7 +391,7 @@ def train_rl_cmd(
     from training.rl.controller import RLConfig, RLError, train_rl
 
     cfg = _config(RLConfig, config, {"agent": agent, "steps": steps, "mode": mode, "out": out,
-                                     "ray_address": ray_address})
+                                     "ray_address": ray_address, "lenders": lender or None})
     if cfg.world is None:
         raise UsageError(f"{config}: set world (the directory whose catalog the environment runs over)")
     if cfg.app is None:
@@ -414,7 +417,9 @@ def train_rl_cmd(
     out_console.print(f"[green]wrote[/green] {result.final_dir}  steps={result.steps}  "
                       f"reward {first.collected_reward:.3f} -> {last.collected_reward:.3f}  "
                       f"trajectories={last.generated:,}  "
-                      f"{last.trajectories_per_s:.2f} traj/s  worker_deaths={last.worker_deaths}", highlight=False)
+                      f"{last.trajectories_per_s:.2f} traj/s  worker_deaths={last.worker_deaths}"
+                      + (f"  lent={last.lent:,} handed_back={last.handed_back:,}" if cfg.lenders else ""),
+                      highlight=False)
 
 
 @train_app.command("cascade")
