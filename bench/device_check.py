@@ -144,7 +144,46 @@ def main() -> None:
                                                                                       temperature=0))])
     out["sleep_wake"] = {"gpu_mib": mem, "same_tokens_after_level2": w1.token_ids == w2.token_ids,
                          "weights_version": engine.weights_version}
+    # 5. lending on one device: the served engine and an RL run's rollout slot side by side (a second model on
+    # the same GPU), a turn cutting the lent rollout mid-call, every episode still finished
+    try:
+        out["lending"] = _lending_check(world, agent_dir, settings, model, env, tasks)
+    except Exception as err:  # prepared without a device: report what broke instead of hiding the other steps
+        out["lending"] = {"error": f"{type(err).__name__}: {err}"}
     print(json.dumps(out))
+
+
+def _lending_check(world: Path, agent_dir: Path, settings: EngineSettings, model: ModelAccess, env: Any,
+                   tasks: list[Any]) -> dict[str, Any]:
+    import threading
+
+    from apps.serve import lending_slot
+    from serving.lending import Lender, LendingConfig
+    from training.rl.lending import JoinSpec
+
+    server = AgentServer({"shopping": env.spec}, model)
+    spec = JoinSpec(run="device-check", app="shopping", world=str(world), agent=str(agent_dir),
+                    rollout=RolloutSettings(max_new_tokens=64, max_turns=1, engine=settings))
+    lender = Lender(LendingConfig(enabled=True, idle_ms=0), lending_slot, server.serving_busy)
+    try:
+        t0 = time.perf_counter()
+        lender.join(spec)
+        join_s = time.perf_counter() - t0
+        gpu_mib = _mib()
+        jobs = [EpisodeJob(task=t, group=g, sample=s, seed=s) for g, t in enumerate(tasks) for s in range(8)]
+        lender.submit("device-check", jobs)
+        threading.Timer(0.05, lambda: server.run_turn("shopping", SessionState(app="shopping"), "trail shoes",
+                                                      5000.0)).start()
+        done: list[Any] = []
+        end = time.monotonic() + 300
+        while len(done) < len(jobs) and time.monotonic() < end:
+            done += lender.collect("device-check")[0]
+            time.sleep(0.05)
+        return {"join_s": round(join_s, 1), "gpu_mib_both_engines": gpu_mib, "episodes": len(done),
+                "of": len(jobs), "preemptions": dict(lender.preemptions), "rollout_tokens": lender.tokens}
+    finally:
+        lender.close()
+        server.close()
 
 
 if __name__ == "__main__":

@@ -20,7 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, FastAPI, Header, HTTPException, Request, Response
+from fastapi import APIRouter, Depends, FastAPI, Header, HTTPException, Query, Request, Response
 from fastapi.encoders import jsonable_encoder
 from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
@@ -774,12 +774,23 @@ async def reclaim_lending(body: LendRun, server: ServerDep, _: AdminDep) -> dict
 
 
 @ops.get("/admin/lending/episodes", responses=errors(401, 403, 409, 422))
-async def collect_lending(server: ServerDep, _: AdminDep, run: str) -> dict[str, Any]:
-    """Finished RL trajectories and handed-back jobs since the last call (X-API-Key)."""
+async def collect_lending(server: ServerDep, _: AdminDep, run: str,
+                          wait_s: Annotated[float, Query(ge=0, le=30)] = 0.0) -> Response:
+    """Finished RL trajectories and handed-back jobs since the last call; ``wait_s``: wait up to that long for
+    the first of them (a long poll: the controller does not poll the replica while its rollout runs)
+    (X-API-Key)."""
     lender = _lender(server)
-    done, back, status = await _lend_call(server, lambda: lender.collect(run))
-    return {"finished": [trajectory_to_json(t) for t in done], "returned": [job_to_json(j) for j in back],
-            "status": status}
+    end = time.monotonic() + wait_s
+    while time.monotonic() < end and not lender.has_news():
+        await asyncio.sleep(0.01)
+
+    def collect() -> bytes:  # encoded off the event loop (FastAPI's encoder walks every token in Python)
+        done, back, status = lender.collect(run)
+        return json.dumps({"finished": [trajectory_to_json(t) for t in done],
+                           "returned": [job_to_json(j) for j in back], "status": status}).encode()
+
+    body: bytes = await _lend_call(server, collect)
+    return Response(body, media_type="application/json")
 
 
 # ------------------------------------------------------------------------------------------------ the app

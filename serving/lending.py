@@ -136,6 +136,11 @@ class Lender:
             cancel.set()
 
     # ---- admin -----------------------------------------------------------------------------------
+    def has_news(self) -> bool:
+        """Finished or handed-back episodes wait to be collected, or nothing is held (cheap: no lock)."""
+        slot = self.slot
+        return bool(self.finished or self.returned) or slot is None or slot.pool.running == 0
+
     def held(self) -> int:
         with self._lock:
             return self.slot.pool.running if self.slot is not None else 0

@@ -132,10 +132,10 @@ class LenderClient:
     def reclaim(self, run: str) -> int:
         return int(self._call("POST", "/reclaim", json={"run": run})["handed_back"])
 
-    def collect(self, run: str) -> tuple[list[Trajectory], list[EpisodeJob], dict[str, Any]]:
+    def collect(self, run: str, wait_s: float = 0.0) -> tuple[list[Trajectory], list[EpisodeJob], dict[str, Any]]:
         """Finished trajectories, handed-back jobs and the replica's status (both lists are taken: a second
-        call returns only what came since)."""
-        got = self._call("GET", "/episodes", params={"run": run})
+        call returns only what came since); ``wait_s``: the replica waits up to that long for the first."""
+        got = self._call("GET", "/episodes", params={"run": run, "wait_s": wait_s})
         return ([trajectory_from_json(t) for t in got["finished"]], [job_from_json(j) for j in got["returned"]],
                 got["status"])
 
@@ -149,10 +149,11 @@ class LendingWorker:
 
     ``run`` returns ``(finished, handed_back)``: the controller runs handed-back jobs elsewhere. A call
     returns once every episode this worker sent is finished or handed back, or after ``call_s`` with what is
-    finished by then (the rest stay on the replica; the next call goes on collecting them)."""
+    finished by then (the rest stay on the replica; the next call goes on collecting them). It long-polls the
+    replica (``poll_s`` at a time) rather than asking it again and again while its rollout runs."""
 
     def __init__(self, url: str, api_key: str | None, spec: JoinSpec, *, call_s: float = 2.0,
-                 poll_s: float = 0.02, timeout_s: float = 30.0) -> None:
+                 poll_s: float = 0.5, timeout_s: float = 30.0) -> None:
         self.client = LenderClient(url, api_key, timeout_s=timeout_s)
         self.spec, self.call_s, self.poll_s = spec, call_s, poll_s
         self.held: set[tuple[int, int]] = set()
@@ -181,11 +182,11 @@ class LendingWorker:
         returned: list[EpisodeJob] = []
         end = time.monotonic() + self.call_s
         while True:
-            done, back, _ = self.client.collect(self.spec.run)
+            wait = max(0.0, min(self.poll_s, end - time.monotonic()))
+            done, back, _ = self.client.collect(self.spec.run, wait_s=wait)
             finished += done
             returned += back
             self.held -= {(t.group, t.sample) for t in done} | {(j.group, j.sample) for j in back}
             if not self.held or time.monotonic() >= end:
                 return finished, returned
-            time.sleep(self.poll_s)
 
