@@ -158,13 +158,15 @@ def _lending_check(world: Path, agent_dir: Path, settings: EngineSettings, model
     import threading
 
     from apps.serve import lending_slot
-    from serving.lending import Lender, LendingConfig
+    from serving.lending import LendingConfig
+    from serving.server import ServeConfig
     from training.rl.lending import JoinSpec
 
-    server = AgentServer({"shopping": env.spec}, model)
+    server = AgentServer({"shopping": env.spec}, model,
+                         ServeConfig(api_key="device-check", lending=LendingConfig(enabled=True, idle_ms=0)))
     spec = JoinSpec(run="device-check", app="shopping", world=str(world), agent=str(agent_dir),
                     rollout=RolloutSettings(max_new_tokens=64, max_turns=1, engine=settings))
-    lender = Lender(LendingConfig(enabled=True, idle_ms=0), lending_slot, server.serving_busy)
+    lender = server.start_lending(lending_slot)
     try:
         t0 = time.perf_counter()
         lender.join(spec)
