@@ -716,7 +716,7 @@ async def read_lending(server: ServerDep, _: AdminDep) -> dict[str, Any]:
     return _lender(server).status()
 
 
-@ops.post("/admin/lending", responses=errors(401, 403, 409, 422))
+@ops.post("/admin/lending", responses=errors(400, 401, 403, 409, 413, 422))
 async def switch_lending(body: LendingSwitch, server: ServerDep, _: AdminDep) -> dict[str, Any]:
     """Turn lending on or off; off hands every unfinished RL episode back to its controller (X-API-Key)."""
     lender = _lender(server)
@@ -724,7 +724,7 @@ async def switch_lending(body: LendingSwitch, server: ServerDep, _: AdminDep) ->
     return result
 
 
-@ops.post("/admin/lending/join", responses=errors(401, 403, 409, 422))
+@ops.post("/admin/lending/join", responses=errors(400, 401, 403, 409, 413, 422))
 async def join_lending(body: JoinSpec, server: ServerDep, _: AdminDep) -> dict[str, Any]:
     """An RL run's controller joins: the replica builds the run's environment and policy slot (X-API-Key)."""
     lender = _lender(server)
@@ -732,7 +732,7 @@ async def join_lending(body: JoinSpec, server: ServerDep, _: AdminDep) -> dict[s
     return result
 
 
-@ops.put("/admin/lending/weights", responses=errors(401, 403, 409, 413, 422))
+@ops.put("/admin/lending/weights", responses=errors(400, 401, 403, 409, 413, 422))
 async def push_lending_weights(request: Request, server: ServerDep, _: AdminDep, run: str, version: int
                                ) -> dict[str, Any]:
     """The run's policy weights, version ``version``, as a safetensors body (X-API-Key)."""
@@ -746,7 +746,7 @@ async def push_lending_weights(request: Request, server: ServerDep, _: AdminDep,
     return {"version": got}
 
 
-@ops.post("/admin/lending/episodes", responses=errors(401, 403, 409, 413, 422))
+@ops.post("/admin/lending/episodes", responses=errors(400, 401, 403, 409, 413, 422))
 async def submit_lending(body: LendJobs, server: ServerDep, _: AdminDep) -> dict[str, Any]:
     """RL episodes to run on lent capacity (X-API-Key)."""
     lender = _lender(server)
@@ -765,7 +765,7 @@ class LendRun(BaseModel):
     run: str
 
 
-@ops.post("/admin/lending/reclaim", responses=errors(401, 403, 409, 422))
+@ops.post("/admin/lending/reclaim", responses=errors(400, 401, 403, 409, 413, 422))
 async def reclaim_lending(body: LendRun, server: ServerDep, _: AdminDep) -> dict[str, Any]:
     """Hand back the run's unfinished episodes now, to run on the controller's idle workers (X-API-Key)."""
     lender = _lender(server)

@@ -35,6 +35,7 @@ from training.rl.rollout import EpisodeJob, RolloutSettings
 from training.rl.trajectory import Trajectory
 
 LEND_PATH = "/admin/lending"
+SLOW_S = 300.0  # joining (the replica loads the world and the model) and weight pushes of a large model
 
 
 class LendingError(RuntimeError):
@@ -119,12 +120,13 @@ class LenderClient:
         return self._call("POST", "", json={"enabled": enabled})
 
     def join(self, spec: JoinSpec) -> dict[str, Any]:
-        return self._call("POST", "/join", json=spec.model_dump(mode="json"))
+        """(The replica builds the run's environment and policy engine meanwhile: up to ``SLOW_S``.)"""
+        return self._call("POST", "/join", json=spec.model_dump(mode="json"), timeout=SLOW_S)
 
     def push_weights(self, state: Mapping[str, np.ndarray], version: int, run: str) -> dict[str, Any]:
         body = weights_to_bytes(state)
         return self._call("PUT", "/weights", params={"version": version, "run": run}, content=body,
-                          headers={"Content-Type": "application/octet-stream"})
+                          headers={"Content-Type": "application/octet-stream"}, timeout=SLOW_S)
 
     def submit(self, jobs: Sequence[EpisodeJob], run: str) -> dict[str, Any]:
         return self._call("POST", "/episodes", json={"run": run, "jobs": [job_to_json(j) for j in jobs]})
