@@ -1,9 +1,10 @@
 """Benchmark serving capacity lent to RL rollout: one RL run with a lending server, one without, same bursty
 serving trace against the same server in both.
 
-    python bench/lending.py --quick     # 300-item world, 20 updates of 32 episodes per run, one pair of runs
-    python bench/lending.py             # 40 updates per run, two pairs of runs in the order alone, lending,
-                                        # lending, alone
+    python bench/lending.py --quick     # 300-item world, 6 updates of 128 episodes per run (~5 min on 2 cores;
+                                        # the first run also trains two tiny agents)
+    python bench/lending.py             # 16 updates per run
+    (both: two pairs of runs, in the order alone, lending, lending, alone)
 
 What runs, on this 2-core machine, each side with its share of threads:
 
@@ -275,15 +276,16 @@ def headline(runs: list[dict[str, Any]]) -> dict[str, Any]:
 
 def parse_args() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--quick", action="store_true", help="8 updates, one pair of runs")
-    p.add_argument("--steps", type=int, default=None, help="updates per RL run (default 8 quick, 16 full); the "
+    p.add_argument("--quick", action="store_true", help="6 updates per run (same two pairs of runs)")
+    p.add_argument("--steps", type=int, default=None, help="updates per RL run (default 6 quick, 16 full); the "
                    "first is the engines' warm-up, not counted")
     p.add_argument("--groups", type=int, default=32, help="groups of 4 episodes per update (128 episodes: four "
                    "engine batches of 32 for one worker)")
     p.add_argument("--groups-per-call", type=int, default=8, help="groups a worker (or lender) runs in one call "
                    "(8 x 4 = the environment worker's engine batch of 32)")
     p.add_argument("--env-workers", type=int, default=1, help="dedicated environment workers")
-    p.add_argument("--pairs", type=int, default=None, help="pairs of runs (default 1 quick, 2 full)")
+    p.add_argument("--pairs", type=int, default=2, help="pairs of runs, in the order alone, lending, lending, "
+                   "alone, ...")
     p.add_argument("--items", type=int, default=300)
     p.add_argument("--sft-steps", type=int, default=40, help="SFT steps of the served tiny agent")
     p.add_argument("--rl-sft-steps", type=int, default=5, help="SFT steps of the tiny agent RL starts from (few: "
@@ -295,8 +297,7 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--work", type=Path, default=ROOT / "runs/bench/lending")
     p.add_argument("--out", type=Path, default=None)
     args = p.parse_args()
-    args.steps = args.steps or (8 if args.quick else 16)
-    args.pairs = args.pairs or (1 if args.quick else 2)
+    args.steps = args.steps or (6 if args.quick else 16)
     return args
 
 

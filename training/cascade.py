@@ -130,6 +130,8 @@ class CascadeRL(BaseModel):
     async_ratio: int = 1
     tail_fraction: float = 0.0
     save_every: int = 10
+    lenders: list[str] = Field(default_factory=list, description="Serving replicas lending idle capacity to the RL "
+                               "stage's rollout (RLConfig.lenders).")
     rollout: RolloutSettings = Field(default_factory=RolloutSettings)
     trainer: TrainerSettings = Field(default_factory=TrainerSettings)
 
@@ -174,7 +176,8 @@ class CascadeConfig(BaseModel):
         return RLConfig(agent=agent, out=self.stage_dir("rl"), world=self.world, tasks=self.tasks, app=self.app,
                         steps=rl.steps, groups_per_step=rl.groups_per_step, group_size=rl.group_size, mode=rl.mode,
                         async_ratio=rl.async_ratio, tail_fraction=rl.tail_fraction, env_workers=self.workers,
-                        save_every=rl.save_every, seed=self.seed, rollout=rl.rollout, trainer=rl.trainer)
+                        save_every=rl.save_every, seed=self.seed, lenders=rl.lenders, rollout=rl.rollout,
+                        trainer=rl.trainer)
 
     def stage_dir(self, stage: Stage) -> Path:
         return self.out / stage

@@ -122,7 +122,14 @@ def test_a_lender_that_dies_costs_no_episode(lending_server: tuple[str, AgentSer
     killed: list[int] = []
     lender = server.lender
     assert lender is not None
-    _when_holding(server, lambda: (killed.append(lender.held()), background.stop(timeout_s=5)))
+
+    def die() -> None:  # serving turns busy first, so the held episodes cannot finish while uvicorn shuts down
+        lender.busy = lambda: True
+        lender.preempt()  # and the rollout call in flight is cut
+        killed.append(lender.held())
+        background.stop(timeout_s=5)
+
+    _when_holding(server, die)
     result = train_rl(_config(tiny_agent, world, tmp_path / "rl", url), _tasks(world), env_factory(SHOPPING, world),
                       SHOPPING.sid)
     assert killed and killed[0] > 0
