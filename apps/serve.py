@@ -108,12 +108,16 @@ def lending_slot(spec: JoinSpec) -> EnvWorker:
         raise ServeSetupError(f"join: agent {agent} is not an agent directory on this host (no agent.json)")
     try:
         kit = apps.kit(spec.app)
+        own = apps.world_app_name(world)
     except apps.AppError as e:
         raise ServeSetupError(f"join: {e}") from e
+    if own != spec.app:
+        raise ServeSetupError(f"join: world {world} is a {own} world, not {spec.app}")
     try:
         return EnvWorker(agent, env_factory(kit, world), kit.sid, spec.rollout, threads=0)
-    except (ModelError, OSError, ValueError) as e:
-        raise ServeSetupError(f"join: cannot build the rollout slot: {e}") from e
+    except Exception as e:  # what the caller sent cannot be run here (a world of another app, a broken agent)
+        raise ServeSetupError(f"join: cannot build the rollout slot for {spec.app} over {world} with {agent}: "
+                              f"{type(e).__name__}: {e}") from e
 
 
 def set_threads(config: ServeConfig) -> None:

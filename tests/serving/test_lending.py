@@ -182,6 +182,8 @@ def test_the_slot_names_what_is_missing(worlds: dict[str, Path], tiny_agent: Pat
         lending_slot(_spec(tmp_path, tiny_agent))
     with pytest.raises(ServeSetupError, match="not an agent directory"):
         lending_slot(_spec(worlds["shopping"], tmp_path))
+    with pytest.raises(ServeSetupError, match="is a travel world, not shopping"):
+        lending_slot(_spec(worlds["travel"], tiny_agent))  # a travel world under the shopping app
     with pytest.raises(ServeSetupError, match="unknown app"):
         lending_slot(JoinSpec(run="r", app="cinema", world=str(worlds["shopping"]), agent=str(tiny_agent)))
 
