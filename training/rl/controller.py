@@ -378,9 +378,10 @@ class RLRun:
         want = cfg.groups_per_step * (1 + cfg.max_lag)
         busy = {c.worker for c in self._inflight.values()}
         idle = [w for w, h in enumerate(self.workers) if h is not None and w not in busy]
-        room = {w: self._spare(w) for w in idle if w in self._lenders}  # a lender takes what it advertises
-        takers = [w for w in idle if room.get(w, cfg.group_size) >= cfg.group_size] or idle
         short = want - len(self.buffer) - len(self._outstanding_groups() | {j.group for j in self._retry})
+        wanted = short > 0 or bool(self._retry)  # else a lender is not even asked for its room
+        room = {w: self._spare(w) if wanted else 0 for w in idle if w in self._lenders}  # what a lender advertises
+        takers = [w for w in idle if room.get(w, cfg.group_size) >= cfg.group_size] or idle
         share = -(-max(0, short) // max(1, len(takers)))
         for w in idle:
             if w in room:
