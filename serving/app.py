@@ -146,12 +146,14 @@ _EXECUTORS: dict[tuple[int, str], ThreadPoolExecutor] = {}
 
 
 def server_executor(server: AgentServer, pool: str = "turn") -> ThreadPoolExecutor:
-    """The worker pools of a server: ``turn`` (agent turns and raw model calls, ``worker_threads``) and
-    ``fallback`` (answers of cut or refused turns, ``fallback_threads``: never queued behind turns)."""
+    """The worker pools of a server: ``turn`` (agent turns and raw model calls, ``worker_threads``),
+    ``fallback`` (answers of cut or refused turns, ``fallback_threads``: never queued behind turns) and
+    ``lending`` (the RL controller's calls to a lending replica, 2 threads: a join or a weight push takes
+    seconds and must not hold up a fallback answer)."""
     key = (id(server), pool)
     executor = _EXECUTORS.get(key)
     if executor is None:
-        size = server.config.worker_threads if pool == "turn" else server.config.fallback_threads
+        size = {"turn": server.config.worker_threads, "lending": 2}.get(pool, server.config.fallback_threads)
         executor = _EXECUTORS[key] = ThreadPoolExecutor(size, thread_name_prefix=pool)
     return executor
 
@@ -700,10 +702,11 @@ def _lender(server: AgentServer) -> Lender:
 
 
 async def _lend_call(server: AgentServer, fn: Callable[[], Any]) -> Any:
-    """Run a lender call off the event loop; a call that does not fit its state is 409, a bad input 422."""
+    """Run a lender call (and the decoding of what was sent) off the event loop, in the lending pool; a call that
+    does not fit the lender's state is 409, a bad input 422."""
     loop = asyncio.get_running_loop()
     try:
-        return await loop.run_in_executor(server_executor(server, "fallback"), fn)
+        return await loop.run_in_executor(server_executor(server, "lending"), fn)
     except LendingRefused as e:
         raise HTTPException(409, str(e)) from e
     except (ValueError, KeyError, TypeError) as e:
@@ -738,26 +741,33 @@ async def push_lending_weights(request: Request, server: ServerDep, _: AdminDep,
     """The run's policy weights, version ``version``, as a safetensors body (X-API-Key)."""
     lender = _lender(server)
     body = await request.body()
-    try:
-        state = weights_from_bytes(body)
-    except Exception as e:  # safetensors raises its own error types on a malformed header
-        raise HTTPException(422, f"body: not a safetensors state dict ({type(e).__name__}: {e})") from e
-    got = await _lend_call(server, lambda: lender.update_weights(run, state, version))
-    return {"version": got}
+
+    def update() -> int:
+        try:
+            state = weights_from_bytes(body)
+        except Exception as e:  # safetensors raises its own error types on a malformed header
+            raise ValueError(f"body: not a safetensors state dict ({type(e).__name__}: {e})") from e
+        return lender.update_weights(run, state, version)
+
+    return {"version": await _lend_call(server, update)}
 
 
 @ops.post("/admin/lending/episodes", responses=errors(400, 401, 403, 409, 413, 422))
 async def submit_lending(body: LendJobs, server: ServerDep, _: AdminDep) -> dict[str, Any]:
     """RL episodes to run on lent capacity (X-API-Key)."""
     lender = _lender(server)
-    jobs = []
-    for i, job in enumerate(body.jobs):
-        try:
-            jobs.append(job_from_json(job))
-        except (KeyError, TypeError, ValueError) as e:
-            raise HTTPException(422, f"jobs[{i}]: {type(e).__name__}: {e}") from e
-    accepted = await _lend_call(server, lambda: lender.submit(body.run, jobs))
-    return {"accepted": accepted, "handed_back": len(jobs) - accepted}
+
+    def submit() -> int:
+        jobs = []
+        for i, job in enumerate(body.jobs):
+            try:
+                jobs.append(job_from_json(job))
+            except (KeyError, TypeError, ValueError) as e:
+                raise ValueError(f"jobs[{i}]: {type(e).__name__}: {e}") from e
+        return lender.submit(body.run, jobs)
+
+    accepted = await _lend_call(server, submit)
+    return {"accepted": accepted, "handed_back": len(body.jobs) - accepted}
 
 
 class LendRun(BaseModel):
@@ -872,7 +882,7 @@ def create_app(server: AgentServer) -> FastAPI:
         yield
         monitor.cancel()
         server.close()
-        for pool in ("turn", "fallback"):
+        for pool in ("turn", "fallback", "lending"):
             executor = _EXECUTORS.pop((id(server), pool), None)
             if executor is not None:
                 executor.shutdown(wait=False, cancel_futures=True)

@@ -268,7 +268,7 @@ class Lender:
                 work = slot is not None and slot.pool.running > 0
             if not work:
                 self._paused_since = None
-                self._wake.wait(0.1)
+                self._wake.wait(1.0)  # join, submit, enable and close set it
                 self._wake.clear()
                 continue
             assert slot is not None

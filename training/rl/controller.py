@@ -46,7 +46,7 @@ from training.rl.lending import JoinSpec, LenderClient, LendingError, LendingWor
 from training.rl.rollout import EpisodeJob, RolloutSettings
 from training.rl.trainer import TrainerSettings
 from training.rl.trajectory import Trajectory
-from training.rl.workers import EnvFactory, EnvWorker, SidFactory, TrainWorker
+from training.rl.workers import EnvFactory, EnvWorker, SidFactory, TrainWorker, error_cause
 
 log = logging.getLogger(__name__)
 CHECKPOINTS_DIR, FINAL_DIR, METRICS_FILE = "checkpoints", "final", "logs/metrics.jsonl"
@@ -291,7 +291,7 @@ class RLRun:
             try:
                 ray.get(handle.url.remote(), timeout=300)
             except Exception as err:  # any failure to join leaves this lender out
-                log.warning("lender %s left out: %s", url, _cause(err))
+                log.warning("lender %s left out: %s", url, error_cause(err))
                 ray.kill(handle)
                 continue
             self._lenders.add(len(self.workers))
@@ -481,7 +481,7 @@ class RLRun:
         import ray
 
         held = list(self._held.pop(worker, {}).values())
-        log.warning("lender %d left out (%s); running its %d episodes again", worker, _cause(err), len(held))
+        log.warning("lender %d left out (%s); running its %d episodes again", worker, error_cause(err), len(held))
         self._rerun(worker, held)
         ray.kill(self.workers[worker])
         self.workers[worker] = None
@@ -509,7 +509,7 @@ class RLRun:
             self.workers[worker] = None
         if all(h is None for w, h in enumerate(self.workers) if w not in self._lenders):
             raise RLError(f"every environment worker died ({self._deaths} deaths; max_worker_restarts="
-                          f"{self.cfg.max_worker_restarts}); the last one: {_cause(err)}")
+                          f"{self.cfg.max_worker_restarts}); the last one: {error_cause(err)}")
 
     def _weights_dir(self) -> Path:
         ckpt = self.latest_checkpoint()
@@ -606,11 +606,6 @@ class RLRun:
         if self.cluster is not None:
             shutdown(self.cluster)
             self.cluster = None
-
-
-def _cause(err: BaseException) -> str:
-    text = str(err).strip()
-    return text.splitlines()[-1] if text else type(err).__name__
 
 
 def train_rl(cfg: RLConfig, tasks: Sequence[Task], env_factory: EnvFactory, sid_factory: SidFactory | None = None,

@@ -18,7 +18,7 @@ from typing import Any, Literal
 from infra.cluster import ClusterInfo, Placement, connect_for, cpu_mapping, place, shutdown
 from training.rl.rollout import EpisodeJob, RolloutSettings
 from training.rl.trajectory import Trajectory
-from training.rl.workers import EnvFactory, EnvWorker, SidFactory
+from training.rl.workers import EnvFactory, EnvWorker, SidFactory, error_cause
 
 log = logging.getLogger(__name__)
 Method = Literal["run_all", "run_teacher"]
@@ -86,7 +86,7 @@ class EnvWorkerPool:
 
     def _replace(self, worker: int, err: BaseException) -> None:
         if self.restarts >= self.max_restarts:
-            cause = str(err).strip().splitlines()[-1] if str(err).strip() else type(err).__name__
+            cause = error_cause(err)
             raise RuntimeError(f"environment workers died {self.restarts + 1} times; giving up. The last: {cause}")
         self.restarts += 1
         log.warning("environment worker %d died; starting a replacement and running its chunk again", worker)

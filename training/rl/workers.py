@@ -48,6 +48,12 @@ SidFactory = Callable[[AppEnv, Agent], SidResources | None]
 CKPT_FORMAT = "sidekick.rl-checkpoint/1"
 
 
+def error_cause(err: BaseException) -> str:
+    """The last line of a (Ray-wrapped) error's message, or its type: what a log line or an RLError cites."""
+    text = str(err).strip()
+    return text.splitlines()[-1] if text else type(err).__name__
+
+
 class EnvWorker:
     """Runs episodes for the controller with its own engine replica; weights are pushed to it."""
 
