@@ -55,15 +55,19 @@ from data_curation.records import ITEM_EVENTS, Session
 from eval.baselines import Bm25Ranker, DenseRanker, Popularity, Query
 from eval.metrics import mean_metrics, ranking_metrics
 from eval.sasrec import SasRecConfig, train_sasrec
+from eval.stats import excludes_zero, paired_bootstrap
 from harness.catalog import Catalog, Item
 from harness.tasks import Task
 from infra.layout import CATALOG_FILE, LOGS_FILE, TASKS_FILE
 from infra.manifest import write_manifest
 from infra.recordio import RecordReader
+from training.genrec import SidCodesConfig, SidRecConfig
 
-Method = Literal["popularity", "bm25", "dense", "sasrec", "sid"]
-METHODS: tuple[Method, ...] = ("popularity", "bm25", "dense", "sasrec", "sid")
+Method = Literal["popularity", "bm25", "dense", "sasrec", "sid", "sid-lm"]
+METHODS: tuple[Method, ...] = ("popularity", "bm25", "dense", "sasrec", "sid", "sid-lm")
 """Every method of the benchmark, in table order."""
+DEFAULT_METHODS: tuple[Method, ...] = ("popularity", "bm25", "dense", "sasrec", "sid")
+"""What a run compares unless told otherwise (``sid-lm``, the TIGER-style token LM, costs ~8 min more)."""
 REPORT_JSON = "report.json"
 REPORT_MD = "report.md"
 SID_DIR = "sid"
@@ -107,10 +111,14 @@ class SidRetrievalConfig(BaseModel):
 
 
 PRESETS: dict[str, dict[str, dict[str, Any]]] = {
-    "quick": {"sasrec": {"epochs": 3, "stopping_step": 3}, "sid": {"epochs": 3.0}},
-    "full": {"sasrec": {"epochs": 15, "stopping_step": 5}, "sid": {"epochs": 12.0}},
+    "quick": {"sasrec": {"epochs": 3, "stopping_step": 3}, "sid": {"epochs": 5, "patience": 5},
+              "sid_codes": {"pretrain_epochs": 5}, "sid_lm": {"epochs": 3.0}},
+    "full": {"sasrec": {"epochs": 60, "stopping_step": 10}, "sid": {"epochs": 100, "patience": 15},
+             "sid_codes": {"pretrain_epochs": 20}, "sid_lm": {"epochs": 12.0}},
 }
-"""Training length per mode, for the fields of ``sasrec`` / ``sid`` a config leaves unset."""
+"""Training length per mode, for the fields of ``sasrec`` / ``sid`` / ``sid_codes`` / ``sid_lm`` a config leaves
+unset. Full: both trained models stop on the same validation item (NDCG@10) after 10 (SASRec) / 15 (SID, whose
+epochs are ~10x shorter) epochs without a better one; SASRec's best epoch was 26 of 37 run."""
 
 
 class MovieLensBenchConfig(BaseModel):
@@ -127,38 +135,49 @@ class MovieLensBenchConfig(BaseModel):
     seed: int = Field(default=0, ge=0, description="Seeds SIDs, both models and the data order (default 0).")
     k: int = Field(default=10, ge=1, description="Cut-off of HR@k and NDCG@k (default 10).")
     methods: list[Method] = Field(
-        default_factory=lambda: list(METHODS), min_length=1, description="Methods to run (default: all five).")
+        default_factory=lambda: list(DEFAULT_METHODS), min_length=1,
+        description="Methods to run (default: popularity, bm25, dense, sasrec, sid; sid-lm on request).")
     max_users: int = Field(default=0, ge=0, description="Only the first N users by id (training and test); "
                            "0 = all (default). For smoke runs.")
     context_items: int = Field(default=20, ge=1, description="History items the sequential models see (SASRec "
-                               "max_seq_len, the SID prompt), default 20: the same context for both, and ~3x "
-                               "cheaper SASRec epochs on CPU than RecBole's 50.")
+                               "max_seq_len, the SID models' context), default 20: the same context for all, and "
+                               "~3x cheaper SASRec epochs on CPU than RecBole's 50.")
     text_history: int = Field(default=5, ge=1, description="History movies in the dense query (default 5; the "
                               "BM25 query is the task message, which names the last 5).")
     threads: int = Field(default=1, ge=0, description="Torch threads (default 1: on a shared 2-core machine two "
                          "spinning OpenMP threads are several times slower); 0 = leave as is.")
+    n_boot: int = Field(default=2000, ge=0, description="Paired bootstrap resamples (over users) of the trained "
+                        "methods against SASRec (default 2000; 0 = no CIs).")
     cache_dir: Path | None = Field(default=None, description="Embedding cache; None = settings.cache_dir.")
     sasrec: SasRecConfig = Field(default_factory=SasRecConfig, description="SASRec settings (eval.sasrec).")
-    sid: SidRetrievalConfig = Field(default_factory=SidRetrievalConfig, description="SID retriever settings.")
+    sid: SidRecConfig = Field(default_factory=SidRecConfig, description="The SID recommender (training.genrec).")
+    sid_codes: SidCodesConfig = Field(default_factory=SidCodesConfig, description="Its semantic IDs.")
+    sid_lm: SidRetrievalConfig = Field(default_factory=SidRetrievalConfig,
+                                       description="The TIGER-style token LM (method sid-lm).")
 
     @model_validator(mode="after")
     def _check(self) -> MovieLensBenchConfig:
-        if "sid" in self.methods and self.sid.beam_size < self.k:
-            raise ValueError(f"sid.beam_size {self.sid.beam_size} < k {self.k}: beam search returns at most "
-                             "beam_size items; raise sid.beam_size")
+        if "sid-lm" in self.methods and self.sid_lm.beam_size < self.k:
+            raise ValueError(f"sid_lm.beam_size {self.sid_lm.beam_size} < k {self.k}: beam search returns at most "
+                             "beam_size items; raise sid_lm.beam_size")
+        if "sid" in self.methods and 0 < self.sid.beam_size < self.k:
+            raise ValueError(f"sid.beam_size {self.sid.beam_size} < k {self.k}: raise it, or 0 for exact decoding")
         return self
 
-    def effective(self) -> tuple[SasRecConfig, SidRetrievalConfig]:
+    def effective(self) -> tuple[SasRecConfig, SidRecConfig, SidCodesConfig, SidRetrievalConfig]:
         """The SASRec and SID settings this run uses: the mode's presets (:data:`PRESETS`), ``context_items``,
-        ``seed`` and ``threads`` fill every field of ``sasrec`` / ``sid`` that was not set explicitly."""
+        ``seed`` and ``threads`` fill every field that was not set explicitly."""
         preset = PRESETS["quick" if self.quick else "full"]
         sasrec_fill = {**preset["sasrec"], "max_seq_len": self.context_items, "seed": self.seed,
                        **({"threads": self.threads} if self.threads else {})}
-        sid_fill = {**preset["sid"], "context_items": self.context_items}
-        sasrec = self.sasrec.model_copy(
-            update={k: v for k, v in sasrec_fill.items() if k not in self.sasrec.model_fields_set})
-        sid = self.sid.model_copy(update={k: v for k, v in sid_fill.items() if k not in self.sid.model_fields_set})
-        return sasrec, sid
+
+        def fill(model: Any, values: dict[str, Any]) -> Any:
+            return model.model_copy(update={k: v for k, v in values.items() if k not in model.model_fields_set})
+
+        return (fill(self.sasrec, sasrec_fill),
+                fill(self.sid, {**preset["sid"], "context_items": self.context_items, "seed": self.seed}),
+                fill(self.sid_codes, preset["sid_codes"]),
+                fill(self.sid_lm, {**preset["sid_lm"], "context_items": self.context_items}))
 
 
 # ------------------------------------------------------------------------------------------------ data
@@ -369,6 +388,85 @@ class SidGenerativeRetriever:
 
 
 # ------------------------------------------------------------------------------------------------ the run
+class SidRecRanker:
+    """:class:`training.genrec.SidRec` as a ranker over the catalog's items (history items masked)."""
+
+    name = "sid"
+
+    def __init__(self, model: Any, item_ids: Sequence[str]) -> None:
+        self.model, self.item_ids = model, list(item_ids)
+        self.row = {item: r for r, item in enumerate(self.item_ids)}
+
+    def rank_many(self, queries: Sequence[Query], k: int, batch_size: int = 256) -> list[list[str]]:
+        from training.genrec import scores
+
+        hist = [[self.row[i] for i in q.history if i in self.row] for q in queries]
+        excl = [[self.row[i] for i in q.exclude if i in self.row] for q in queries]
+        out: list[list[str]] = []
+        for s in range(0, len(queries), batch_size):
+            sc = scores(self.model, hist[s:s + batch_size], excl[s:s + batch_size])  # (B, N)
+            top = np.argsort(-sc, axis=1, kind="stable")[:, :k]
+            out += [[self.item_ids[int(j)] for j in row if np.isfinite(sc[b, j])] for b, row in enumerate(top)]
+        return out
+
+    def rank(self, query: Query, k: int) -> list[str]:
+        return self.rank_many([query], k)[0]
+
+
+def _fit_sid_rec(cfg: MovieLensBenchConfig, data: LeaveOneOut, items: list[Item],
+                 progress: Progress | None) -> tuple[SidRecRanker, dict[str, Any]]:
+    """Codes (:class:`SidCodesConfig`) from the training split, then the SID model, both stopped on the validation
+    item (history excluded)."""
+    from training.genrec import SidRec, cooccurrence_embeddings, fit_sid_rec, learned_embeddings, quantise
+
+    _, model_cfg, codes_cfg, _ = cfg.effective()
+    ids = [i.item_id for i in items]
+    row = {item: r for r, item in enumerate(ids)}
+    train = [[row[i] for i in data.train(u)] for u in data.users]
+    valid = (train, [row[data.timelines[u][-2]] for u in data.users])
+    popularity = np.bincount(np.concatenate([np.asarray(t, np.int64) for t in train]), minlength=len(ids))
+    info: dict[str, Any] = {"codes": codes_cfg.model_dump(), "config": model_cfg.model_dump()}
+    t0 = time.perf_counter()
+    if codes_cfg.source == "learned":
+        x, pre = learned_embeddings(train, len(ids), valid, model_cfg, codes_cfg.pretrain_epochs,
+                                    _prefixed(progress, "sid codes: item-id model"))
+        info["pretrain"] = {k: v for k, v in pre.items() if k != "curve"}
+    elif codes_cfg.source == "cooccurrence":
+        x = cooccurrence_embeddings(train, len(ids), codes_cfg.dim, codes_cfg.window, cfg.seed)
+    else:
+        from infra.text_encoder import encode_cached
+        from sid.build import item_text
+
+        x = encode_cached([item_text(i) for i in items], _cache_dir(cfg))
+    codes = quantise(np.ascontiguousarray(x, np.float32), codes_cfg, cfg.seed, popularity)
+    info["sids"] = {"source": codes_cfg.source, "shape": list(codes.shape),
+                    "levels": [int(codes[:, lv].max()) + 1 for lv in range(codes.shape[1])],
+                    "collision_rate": round(float((codes[:, -1] > 0).mean()), 4), "max_suffix": int(codes[:, -1].max()),
+                    "seconds": round(time.perf_counter() - t0, 1)}
+    if progress is not None:
+        progress(f"sid: {len(ids)} SIDs from {codes_cfg.source} embeddings, levels {info['sids']['levels']}, "
+                 f"{info['sids']['collision_rate']:.1%} need a suffix")
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(cfg.seed)
+        model = SidRec(codes, model_cfg)
+        training = fit_sid_rec(model, train, valid, _prefixed(progress, "sid"))
+    info["training"] = training
+    info["parameters"] = sum(p.numel() for p in model.parameters())
+    return SidRecRanker(model, ids), info
+
+
+def _prefixed(progress: Progress | None, prefix: str) -> Progress | None:
+    if progress is None:
+        return None
+    return lambda line: progress(f"{prefix}: {line.removeprefix('sid-rec ')}")
+
+
+def _per_user(ranked: Sequence[Sequence[str]], targets: Sequence[str], k: int) -> dict[str, list[float]]:
+    rows = [ranking_metrics(r, {t}, ks=(k,)) for r, t in zip(ranked, targets, strict=True)]
+    return {f"hr@{k}": [r[f"hit@{k}"] for r in rows], f"ndcg@{k}": [r[f"ndcg@{k}"] for r in rows],
+            "mrr": [r["mrr"] for r in rows]}
+
+
 def _score(ranked: Sequence[Sequence[str]], targets: Sequence[str], k: int) -> dict[str, float]:
     rows = [ranking_metrics(r, {t}, ks=(k,)) for r, t in zip(ranked, targets, strict=True)]
     m = mean_metrics(rows)
@@ -389,7 +487,7 @@ def _method(name: str, cfg: MovieLensBenchConfig, data: LeaveOneOut, items: list
             progress: Progress | None) -> tuple[list[list[str]], float, float, dict[str, Any]]:
     """Fit and rank one method: (rankings, train seconds, eval seconds, details)."""
     targets = [data.target(u) for u in data.users]
-    sasrec_cfg, sid_cfg = cfg.effective()
+    sasrec_cfg, _, _, sid_lm_cfg = cfg.effective()
     ids = [i.item_id for i in items]
     t0 = time.perf_counter()
     info: dict[str, Any] = {}
@@ -403,14 +501,16 @@ def _method(name: str, cfg: MovieLensBenchConfig, data: LeaveOneOut, items: list
     elif name == "sasrec":
         ranker = train_sasrec(data.timelines, sasrec_cfg, progress=progress)
         info = ranker.info
+    elif name == "sid":
+        ranker, info = _fit_sid_rec(cfg, data, items, progress)
     else:
-        ranker, info = _fit_sid(cfg, sid_cfg, data, items, progress)
+        ranker, info = _fit_sid(cfg, sid_lm_cfg, data, items, progress)
     train_s = time.perf_counter() - t0
     t0 = time.perf_counter()
-    if name == "sasrec":
+    if name in ("sasrec", "sid"):
         ranked = ranker.rank_many(queries, cfg.k)
     else:
-        ranked = _rank_all(ranker.rank, queries, cfg.k, progress if name == "sid" else None, name)
+        ranked = _rank_all(ranker.rank, queries, cfg.k, progress if name == "sid-lm" else None, name)
     eval_s = time.perf_counter() - t0
     if name == "sasrec":  # cross-check with RecBole's own test metrics, which do not exclude history items
         unfiltered = ranker.rank_many([Query(history=q.history) for q in queries], cfg.k)
@@ -433,7 +533,7 @@ def _fit_sid(cfg: MovieLensBenchConfig, sid_cfg: SidRetrievalConfig, data: Leave
                            seed=cfg.seed)
     report = build_sids(build, cfg.world, sid_dir, _cache_dir(cfg))
     if progress is not None:
-        progress(f"sid: built {report['items']} SIDs, {report['levels']} levels x {sid_cfg.codebook_size}, "
+        progress(f"sid-lm: built {report['items']} SIDs, {report['levels']} levels x {sid_cfg.codebook_size}, "
                  f"collisions before suffix {report['collision_rate']:.1%}")
     retriever = SidGenerativeRetriever(sid_cfg, sid_dir, [i.title for i in items], cfg.seed)
     retriever.setup()
@@ -443,6 +543,29 @@ def _fit_sid(cfg: MovieLensBenchConfig, sid_cfg: SidRetrievalConfig, data: Leave
     info = {"sids": {k: report[k] for k in ("items", "levels", "sizes", "collision_rate", "max_suffix")},
             "training": training, "config": sid_cfg.model_dump()}
     return retriever, info
+
+
+PAIRED_AGAINST = "sasrec"
+"""The trained methods are compared with SASRec user by user."""
+
+
+def _paired(cfg: MovieLensBenchConfig, per_user: dict[str, dict[str, list[float]]]) -> dict[str, Any]:
+    """Each trained method against SASRec: paired per-user bootstrap of the difference of HR@k and NDCG@k."""
+    out: dict[str, Any] = {}
+    if PAIRED_AGAINST not in per_user or not cfg.n_boot:
+        return out
+    for name in ("sid", "sid-lm"):
+        if name not in per_user:
+            continue
+        out[f"{name} - {PAIRED_AGAINST}"] = {
+            metric: {**{k: round(float(v), 6) for k, v in paired_bootstrap(
+                per_user[PAIRED_AGAINST][metric], per_user[name][metric], n_boot=cfg.n_boot, seed=cfg.seed).items()},
+                "excludes_zero": None}
+            for metric in (f"hr@{cfg.k}", f"ndcg@{cfg.k}")}
+        for v in out[f"{name} - {PAIRED_AGAINST}"].values():
+            v["n"] = int(v["n"])
+            v["excludes_zero"] = excludes_zero(v["lo"], v["hi"])
+    return out
 
 
 def run_movielens_benchmark(cfg: MovieLensBenchConfig, progress: Progress | None = None) -> dict[str, Any]:
@@ -461,6 +584,7 @@ def run_movielens_benchmark(cfg: MovieLensBenchConfig, progress: Progress | None
     targets = [data.target(u) for u in data.users]
     cfg.out.mkdir(parents=True, exist_ok=True)
     methods: dict[str, Any] = {}
+    per_user: dict[str, dict[str, list[float]]] = {}
     old_threads = torch.get_num_threads()
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
@@ -469,6 +593,7 @@ def run_movielens_benchmark(cfg: MovieLensBenchConfig, progress: Progress | None
             if progress is not None:
                 progress(f"{name}: start")
             ranked, train_s, eval_s, info = _method(name, cfg, data, items, queries, progress)
+            per_user[name] = _per_user(ranked, targets, cfg.k)
             methods[name] = {**_score(ranked, targets, cfg.k), "train_s": round(train_s, 2),
                              "eval_s": round(eval_s, 2), "users": len(ranked), **({"details": info} if info else {})}
             if progress is not None:
@@ -477,6 +602,7 @@ def run_movielens_benchmark(cfg: MovieLensBenchConfig, progress: Progress | None
     finally:
         torch.set_num_threads(old_threads)
     report = _report(cfg, data, items, methods)
+    report["paired"] = _paired(cfg, per_user)
     _write(cfg, report)
     return report
 
@@ -501,6 +627,11 @@ def format_table(report: dict[str, Any]) -> str:
     lines = [f"| method | HR@{k} | NDCG@{k} | train s | eval s |", "|---|---:|---:|---:|---:|"]
     for name, m in report["methods"].items():
         lines.append(f"| {name} | {m[f'hr@{k}']:.4f} | {m[f'ndcg@{k}']:.4f} | {m['train_s']:.1f} | {m['eval_s']:.1f} |")
+    for pair, metrics in report.get("paired", {}).items():
+        m = metrics[f"ndcg@{k}"]
+        lines.append("")
+        lines.append(f"NDCG@{k} {pair}: {m['delta']:+.4f}, 95 % CI [{m['lo']:+.4f}, {m['hi']:+.4f}] (paired bootstrap "
+                     f"over {m['n']} users{', excludes 0' if m['excludes_zero'] else ''})")
     c = report["counts"]
     lines.append("")
     lines.append(f"{c['users']:,} users, {c['items']:,} items, {c['interactions']:,} ratings; "

@@ -78,17 +78,23 @@ def test_leave_one_out_rejects_a_world_that_does_not_match(tmp_path: Path) -> No
 
 def test_config_presets_fill_only_what_was_not_set(tmp_path: Path) -> None:
     cfg = MovieLensBenchConfig(world=tmp_path, out=tmp_path, quick=True, seed=3)
-    sasrec, sid = cfg.effective()
+    sasrec, sid, codes, sid_lm = cfg.effective()
     assert (sasrec.epochs, sasrec.stopping_step, sasrec.seed, sasrec.threads, sasrec.max_seq_len) == (3, 3, 3, 1, 20)
-    assert (sid.epochs, sid.context_items) == (3.0, 20)
+    assert (sid.epochs, sid.patience, sid.context_items, sid.seed, codes.pretrain_epochs) == (5, 5, 20, 3, 5)
+    assert (sid_lm.epochs, sid_lm.context_items) == (3.0, 20)
     cfg = MovieLensBenchConfig.model_validate({"world": tmp_path, "out": tmp_path, "quick": True, "context_items": 8,
-                                               "sasrec": {"epochs": 7, "max_seq_len": 50}, "sid": {"epochs": 0.5}})
-    sasrec, sid = cfg.effective()
-    assert (sasrec.epochs, sasrec.max_seq_len, sid.epochs, sid.context_items) == (7, 50, 0.5, 8)
+                                               "sasrec": {"epochs": 7, "max_seq_len": 50}, "sid": {"epochs": 2},
+                                               "sid_lm": {"epochs": 0.5}})
+    sasrec, sid, codes, sid_lm = cfg.effective()
+    assert (sasrec.epochs, sasrec.max_seq_len, sid.epochs, sid.context_items, sid_lm.epochs) == (7, 50, 2, 8, 0.5)
     full = MovieLensBenchConfig(world=tmp_path, out=tmp_path).effective()
-    assert (full[0].epochs, full[0].stopping_step, full[1].epochs) == (15, 5, 12.0)
-    with pytest.raises(ValueError, match="beam_size"):
-        MovieLensBenchConfig.model_validate({"world": tmp_path, "out": tmp_path, "k": 30})
+    assert (full[0].epochs, full[0].stopping_step, full[1].epochs, full[1].patience, full[2].pretrain_epochs,
+            full[3].epochs) == (60, 10, 100, 15, 20, 12.0)
+    with pytest.raises(ValueError, match=r"sid_lm\.beam_size"):
+        MovieLensBenchConfig.model_validate({"world": tmp_path, "out": tmp_path, "k": 30, "methods": ["sid-lm"]})
+    with pytest.raises(ValueError, match=r"sid\.beam_size"):
+        MovieLensBenchConfig.model_validate({"world": tmp_path, "out": tmp_path, "sid": {"beam_size": 5}})
+    assert MovieLensBenchConfig(world=tmp_path, out=tmp_path, k=30).sid.beam_size == 0  # exact decoding: any k
     with pytest.raises(ValueError, match="methods"):
         MovieLensBenchConfig.model_validate({"world": tmp_path, "out": tmp_path, "methods": ["itemknn"]})
 
@@ -163,17 +169,27 @@ def test_benchmark_end_to_end_on_100_real_users(tmp_path: Path) -> None:
     import_movielens(MovieLensImportConfig(), world)
     cfg = MovieLensBenchConfig.model_validate({
         "world": world, "out": tmp_path / "out", "max_users": 100, "cache_dir": tmp_path / "cache",
-        "context_items": 10, "sasrec": {"epochs": 1}, "sid": {"epochs": 0.5, "beam_size": 10}})
+        "context_items": 10, "sasrec": {"epochs": 1}, "sid": {"epochs": 2}, "sid_codes": {"pretrain_epochs": 2},
+        "sid_lm": {"epochs": 0.5, "beam_size": 10}, "methods": list(METHODS), "n_boot": 200})
     lines: list[str] = []
     report = run_movielens_benchmark(cfg, lines.append)
     assert list(report["methods"]) == list(METHODS)
+    for pair in ("sid - sasrec", "sid-lm - sasrec"):  # paired over the same 100 users
+        ci = report["paired"][pair]["ndcg@10"]
+        assert ci["n"] == 100 and ci["lo"] <= ci["delta"] <= ci["hi"]
+        name = pair.split(" - ")[0]
+        assert abs(ci["delta"] - (report["methods"][name]["ndcg@10"] - report["methods"]["sasrec"]["ndcg@10"])) < 1e-6
+    sid = report["methods"]["sid"]["details"]
+    assert sid["sids"]["shape"] == [1682, 3]
+    assert sid["training"]["epochs_run"] == 2 and sid["pretrain"]["epochs_run"] == 2
+    assert "NDCG@10 sid - sasrec:" in format_table(report)
     assert report["counts"] == {"users": 100, "items": 1682, "interactions": sum(
         len(t) for t in load_leave_one_out(world, Catalog.load(world / "catalog.jsonl")[0], 100).timelines.values()),
         "skipped_users": 0}
     for name, m in report["methods"].items():
         assert m["users"] == 100 and 0 <= m["ndcg@10"] <= m["hr@10"] <= 1, name
     assert report["methods"]["popularity"]["hr@10"] > 0  # popular movies are a real signal on MovieLens
-    assert report["methods"]["sid"]["details"]["sids"]["items"] == 1682
+    assert report["methods"]["sid-lm"]["details"]["sids"]["items"] == 1682
     sasrec = report["methods"]["sasrec"]["details"]  # our scoring of RecBole's model reproduces RecBole's test
     assert abs(sasrec["history_not_excluded"]["hr@10"] - sasrec["recbole_test"]["hit@10"]) <= 0.011
     saved = json.loads((tmp_path / "out" / "report.json").read_text())

@@ -1,0 +1,156 @@
+"""The SID recommender (training/genrec.py): windows, exact and beam decoding, NDCG, training, the codes."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from training.genrec import (
+    SidCodesConfig,
+    SidRec,
+    SidRecConfig,
+    SidRecError,
+    cooccurrence_embeddings,
+    fit_sid_rec,
+    ndcg_at,
+    quantise,
+    scores,
+    windows,
+)
+
+CODES = np.array([[0, 0, 0], [0, 0, 1], [0, 1, 0], [1, 0, 0], [1, 2, 0], [1, 2, 1]])
+
+
+@pytest.fixture(autouse=True)
+def one_thread() -> Iterator[None]:
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def _model(head: str = "autoregressive", **kw: Any) -> SidRec:
+    torch.manual_seed(0)
+    m = SidRec(CODES, SidRecConfig(head=head, context_items=4, hidden=16, inner=32, heads=2, **kw))
+    with torch.no_grad():  # larger weights than the 0.02 init, so the log-probs differ visibly between items
+        for p in m.parameters():
+            p.mul_(20.0) if p.dim() > 1 else None
+    return m.eval()
+
+
+def test_windows_make_every_next_item_a_target_once() -> None:
+    x, y = windows([list(range(7))], context=4, stride=2)
+    # end 7: items 2..6 -> inputs 2,3,4,5, targets 3,4,5,6 of which only the last 2 are new; end 5 reaches the start
+    assert x.tolist() == [[2, 3, 4, 5], [0, 1, 2, 3]]
+    assert y.tolist() == [[-1, -1, 5, 6], [1, 2, 3, 4]]
+    x, y = windows([[7, 8, 9], [3]], context=4, stride=2)  # short sequences are right-padded; one item: no window
+    assert x.tolist() == [[7, 8, -1, -1]] and y.tolist() == [[8, 9, -1, -1]]
+    targets = windows([list(range(50))], context=20, stride=10)[1]
+    assert sorted(targets[targets >= 0].tolist()) == list(range(1, 50))
+    with pytest.raises(SidRecError, match="stride"):
+        windows([[1, 2]], context=4, stride=5)
+
+
+@pytest.mark.parametrize("head", ["autoregressive", "parallel"])
+def test_item_log_probs_are_the_sum_of_each_codes_log_prob(head: str) -> None:
+    m = _model(head)
+    with torch.no_grad():
+        h = m.last_state([[0, 3], [5], []])  # (3, d)
+        got = m.item_log_probs(h)  # (3, 6)
+        want = torch.zeros_like(got)
+        for n, code in enumerate(CODES.tolist()):
+            for lv in range(3):
+                prefix = torch.tensor([code[:lv]] * 3, dtype=torch.long).reshape(3, lv)
+                logp = F.log_softmax(m._level_logits(h, prefix, lv), -1)
+                want[:, n] += logp[:, code[lv]]
+    torch.testing.assert_close(got, want)
+    assert (got.exp().sum(1) <= 1 + 1e-5).all()  # a distribution over code strings, of which these are some
+    if head == "parallel":  # parallel codes do not read the prefix: same as a product of per-level softmaxes
+        lp = [F.log_softmax(m._level_logits(h, None, lv), -1) for lv in range(3)]
+        torch.testing.assert_close(got[:, 5], lp[0][:, 1] + lp[1][:, 2] + lp[2][:, 1])
+
+
+def test_beam_search_finds_the_exact_top_items_when_wide_enough() -> None:
+    m = _model()
+    with torch.no_grad():
+        h = m.last_state([[0, 3], [5]])
+        exact = m.item_log_probs(h)
+        allowed = torch.ones((2, 6), dtype=torch.bool)
+        allowed[1, [0, 5]] = False
+        wide = m.beam_log_probs(h, allowed, beam=6)
+        torch.testing.assert_close(wide[0], exact[0])
+        assert torch.isinf(wide[1, [0, 5]]).all()
+        torch.testing.assert_close(wide[1, [1, 2, 3, 4]], exact[1, [1, 2, 3, 4]])
+        greedy = m.beam_log_probs(h, allowed, beam=1)
+    # beam 1 keeps one item: the greedy code-by-code path, which need not be the most probable item
+    assert (torch.isfinite(greedy).sum(1) == 1).all()
+    first = int(torch.argmax(F.log_softmax(m._level_logits(h[:1], None, 0), -1)))
+    assert CODES[int(torch.isfinite(greedy[0]).nonzero())][0] == first
+
+
+def test_scores_mask_excluded_items_and_beam_setting_is_used() -> None:
+    m = _model()
+    s = scores(m, [[0, 3], [1]], exclude=[[0, 3], []])
+    assert s.shape == (2, 6) and np.isinf(s[0, [0, 3]]).all() and np.isfinite(s[1]).all()
+    m.cfg = m.cfg.model_copy(update={"beam_size": 2})
+    s2 = scores(m, [[0, 3], [1]], exclude=[[0, 3], []])
+    assert (np.isfinite(s2).sum(1) == 2).all()
+
+
+def test_ndcg_at_hand_values() -> None:
+    rows = np.array([[0.1, 0.5, 0.3], [0.1, 0.5, 0.3], [0.1, 0.5, 0.3], [0.9, 0.5, -np.inf]])
+    got = ndcg_at(rows, [2, 1, 0, 0], k=3)
+    np.testing.assert_allclose(got, [1 / math.log2(3), 1.0, 0.5, 1.0])
+    np.testing.assert_allclose(ndcg_at(rows, [2, 1, 0, 0], k=2), [1 / math.log2(3), 1.0, 0.0, 1.0])
+
+
+def test_training_learns_a_sequence_rule_it_was_not_shown_at_test_time() -> None:
+    """Users walk the items in order (i -> i + 1 mod 24); the model, trained on walks, continues unseen ones."""
+    n = 24
+    rng = np.random.default_rng(0)
+    codes = np.stack([np.arange(n) // 6, np.arange(n) % 6], axis=1)  # 4 x 6, unique
+    walks = [[(int(s) + t) % n for t in range(int(rng.integers(5, 9)))] for s in rng.integers(0, n, 120)]
+    cfg = SidRecConfig(context_items=6, hidden=32, inner=64, epochs=40, patience=40, batch_size=32, lr=3e-3,
+                       stride=3, dropout=0.0)
+    torch.manual_seed(0)
+    m = SidRec(codes, cfg)
+    test_hist = [[(s + t) % n for t in range(4)] for s in range(n)]
+    before = ndcg_at(scores(m, test_hist, test_hist), [(s + 4) % n for s in range(n)]).mean()
+    info = fit_sid_rec(m, walks, (test_hist, [(s + 4) % n for s in range(n)]))
+    after = ndcg_at(scores(m, test_hist, test_hist), [(s + 4) % n for s in range(n)]).mean()
+    assert before < 0.5 and after > 0.95, (before, after)
+    assert info["best_epoch"] >= 1 and info["curve"][-1]["loss"] < info["curve"][0]["loss"]
+
+
+def test_bad_codes_are_refused() -> None:
+    with pytest.raises(SidRecError, match="share a SID"):
+        SidRec(np.array([[0, 1], [0, 1]]), SidRecConfig())
+    with pytest.raises(SidRecError, match="non-negative"):
+        SidRec(np.array([[0, -1]]), SidRecConfig())
+    with pytest.raises(SidRecError, match="context_items"):
+        SidRec(CODES, SidRecConfig(context_items=2)).encode(torch.zeros((1, 3), dtype=torch.long))
+    with pytest.raises(SidRecError, match="no training windows"):
+        fit_sid_rec(SidRec(CODES, SidRecConfig()), [[1]], None)
+
+
+def test_cooccurrence_embeddings_put_items_seen_together_close() -> None:
+    seqs = [[0, 1], [1, 0], [0, 1], [2, 3], [3, 2], [2, 3], [4, 5], [5, 4]]
+    x = cooccurrence_embeddings(seqs, 7, dim=3, window=1, seed=0)
+    assert x.shape == (7, 3)
+    np.testing.assert_allclose(np.linalg.norm(x[:6], axis=1), 1.0, atol=1e-5)
+    assert not x[6].any()  # never seen
+    assert x[0] @ x[1] > 0.99 and abs(x[0] @ x[2]) < 0.1 and abs(x[2] @ x[4]) < 0.1
+
+
+def test_quantise_gives_unique_codes_with_the_popular_item_first() -> None:
+    x = np.repeat(np.eye(4, dtype=np.float32), 3, axis=0)  # 4 groups of 3 identical rows
+    pop = np.arange(12)
+    codes = quantise(x, SidCodesConfig(levels=1, codebook_size=4, balanced=False), seed=0, popularity=pop)
+    assert codes.shape == (12, 2) and len({tuple(r) for r in codes.tolist()}) == 12
+    assert codes[2, 1] == 0 and codes[0, 1] == 2  # the most popular of a group gets suffix 0

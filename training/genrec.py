@@ -1,0 +1,449 @@
+"""SID generative recommendation: a sequence model that reads a user's items as semantic IDs and writes the next
+item's SID, one code at a time.
+
+    model = SidRec(codes, SidRecConfig())                 # codes: (N, D) int, one SID per item (row = item index)
+    info = fit_sid_rec(model, train_rows, valid, cfg)     # rows: item indices per user, oldest first
+    scores = model.item_log_probs(histories)              # (B, N): log p(SID of item | history), every item
+
+The model (in the line of TIGER, Rajput et al. 2023, and RPG, Hou et al. 2025, with an item-level encoder):
+
+- **input**: an item is the sum of its codes' embeddings, ``x_t = sum_l E_l[c_l(i_t)] + P_t``: the model never
+  sees an item id, only codes, so items that share a code prefix share what was learnt about it;
+- **encoder**: a causal Transformer over the last ``context_items`` items (post-LN, GELU, the width / depth /
+  dropout of RecBole's SASRec by default), ``h_t`` the state after item ``t``;
+- **decoder** (``head="autoregressive"``, default): the next SID code by code,
+  ``p(c_l | h, c_<l) = softmax(W_l · LN(h + sum_{j<l} D_j[c_j]))``, so
+  ``log p(item | h) = sum_l log p(c_l(item) | h, c_<l(item))``; ``head="parallel"`` predicts every code from
+  ``h`` alone (RPG's multi-token prediction), ``log p = sum_l log softmax(W_l · h)[c_l]``.
+- **training**: teacher-forced cross-entropy of every code of every next item in the window (each position
+  predicts the item after it), Adam, dropout; the epoch with the best validation NDCG@10 is kept.
+- **decoding**: exact by default: every item's SID log-probability is computed (one pass over the distinct
+  SID prefixes of each level, ``sum_l U_l`` rows for ``U_l`` distinct prefixes of length ``l``), which is what
+  trie-constrained beam search approximates; ``beam_size > 0`` runs that beam search instead (level by level,
+  keep the best ``beam_size`` prefixes that lead to an allowed item).
+
+Items to leave out (a user's history) are masked before the top ``k``.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, Literal
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from pydantic import BaseModel, ConfigDict, Field
+from torch import nn
+
+Progress = Callable[[str], None]
+
+
+class SidRecError(ValueError):
+    """Codes, sequences or settings the SID recommender cannot use."""
+
+
+class SidRecConfig(BaseModel):
+    """The SID recommender's model, training and decoding."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    head: Literal["autoregressive", "parallel"] = Field(
+        default="autoregressive", description="autoregressive: code l given the history and codes < l (default); "
+        "parallel: every code from the history alone (RPG).")
+    context_items: int = Field(default=20, ge=1, description="Most recent items the encoder reads (default 20).")
+    hidden: int = Field(default=64, ge=8, description="Embedding and hidden width (default 64, SASRec's).")
+    inner: int = Field(default=256, ge=8, description="Feed-forward width (default 256).")
+    layers: int = Field(default=2, ge=1, le=12, description="Transformer layers (default 2).")
+    heads: int = Field(default=2, ge=1, description="Attention heads (default 2).")
+    dropout: float = Field(default=0.2, ge=0, lt=1, description="Dropout of embeddings, attention and "
+                           "feed-forward (default 0.2, as the SASRec baseline).")
+    stride: int = Field(default=10, ge=1, description="Training windows end every `stride` items of a sequence; "
+                        "each next item is a target once, with at least context_items - stride items before it "
+                        "(except at the start of a sequence). Default 10.")
+    epochs: int = Field(default=60, ge=1, description="Most passes over the training windows (default 60).")
+    patience: int = Field(default=10, ge=1, description="Stop after this many validations without a better "
+                          "NDCG@10 (default 10).")
+    batch_size: int = Field(default=128, ge=1, description="Windows per step (default 128).")
+    lr: float = Field(default=1e-3, gt=0, description="Adam learning rate (default 1e-3).")
+    weight_decay: float = Field(default=0.0, ge=0, description="AdamW weight decay (default 0).")
+    decoder_inner: int = Field(default=256, ge=0, description="Width of each level's residual GELU MLP between "
+                               "the history + prefix state and the code logits; 0 = none (the prefix then only "
+                               "shifts the logits, the same for every history). Default 256.")
+    tie: bool = Field(default=False, description="Code logits use the input code embeddings as weights (SASRec ties "
+                      "its item embeddings the same way).")
+    beam_size: int = Field(default=0, ge=0, description="0 = exact decoding over every item (default); > 0 = "
+                           "trie-constrained beam search with this many beams.")
+    seed: int = Field(default=0, ge=0)
+
+
+class SidRec(nn.Module):
+    """Encoder over code-composed item embeddings + a code-by-code (or parallel) SID decoder."""
+
+    codes: torch.Tensor  # (N, D) buffer: the SID of every item
+
+    def __init__(self, codes: np.ndarray, cfg: SidRecConfig) -> None:
+        super().__init__()
+        codes = np.asarray(codes)
+        if codes.ndim != 2 or len(codes) == 0 or codes.dtype.kind not in "iu" or (codes < 0).any():
+            raise SidRecError(f"codes must be a non-empty (N, D) array of non-negative ints, got {codes.shape} "
+                              f"{codes.dtype}")
+        if len({tuple(r) for r in codes.tolist()}) != len(codes):
+            raise SidRecError("two items share a SID: add a collision suffix (sid.quantize.add_collision_suffix)")
+        self.cfg = cfg
+        self.sizes = [int(codes[:, lv].max()) + 1 for lv in range(codes.shape[1])]
+        d = cfg.hidden
+        self.register_buffer("codes", torch.as_tensor(codes, dtype=torch.long), persistent=True)  # (N, D)
+        self.code_emb = nn.ModuleList(nn.Embedding(k, d) for k in self.sizes)
+        self.pos_emb = nn.Embedding(cfg.context_items, d)
+        self.emb_norm = nn.LayerNorm(d)
+        self.drop = nn.Dropout(cfg.dropout)
+        layer = nn.TransformerEncoderLayer(d, cfg.heads, cfg.inner, cfg.dropout, activation="gelu",
+                                           batch_first=True, norm_first=False)
+        self.encoder = nn.TransformerEncoder(layer, cfg.layers, enable_nested_tensor=False)
+        self.prefix_emb = nn.ModuleList(nn.Embedding(k, d) for k in self.sizes[:-1])
+        self.level_norm = nn.ModuleList(nn.LayerNorm(d) for _ in self.sizes)
+        self.level_mlp = nn.ModuleList(
+            nn.Sequential(nn.Linear(d, cfg.decoder_inner), nn.GELU(), nn.Dropout(cfg.dropout),
+                          nn.Linear(cfg.decoder_inner, d))
+            for _ in self.sizes) if cfg.decoder_inner else None
+        self.out = nn.ModuleList(nn.Linear(d, k) for k in self.sizes)
+        self.apply(self._init)
+        self._prefixes = _prefix_tables(codes)
+
+    @staticmethod
+    def _init(m: nn.Module) -> None:
+        if isinstance(m, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(m.weight, std=0.02)
+        if isinstance(m, nn.Linear) and m.bias is not None:
+            nn.init.zeros_(m.bias)
+
+    # ------------------------------------------------------------------------------------------- encoder
+    def encode(self, items: torch.Tensor) -> torch.Tensor:
+        """items (B, T) item rows, oldest first, right-padded with -1: causal hidden states (B, T, d).
+
+        Right padding: a real position never attends to a pad (they come after it), so no key mask is needed and
+        no softmax row is empty; states at pad positions are junk and never read."""
+        t = items.shape[1]
+        if t > self.cfg.context_items:
+            raise SidRecError(f"{t} items > context_items {self.cfg.context_items}")
+        pad = items < 0
+        c = self.codes[items.clamp(min=0)]  # (B, T, D)
+        x = sum(emb(c[..., lv]) for lv, emb in enumerate(self.code_emb))  # (B, T, d)
+        x = x + self.pos_emb(torch.arange(t, device=items.device))[None]
+        x = self.drop(self.emb_norm(x)).masked_fill(pad[..., None], 0.0)
+        causal = torch.triu(torch.ones(t, t, dtype=torch.bool, device=items.device), diagonal=1)
+        return self.encoder(x, mask=causal)  # (B, T, d)
+
+    def last_state(self, histories: Sequence[Sequence[int]]) -> torch.Tensor:
+        """The state after each history's last item (its last ``context_items``): (B, d). An empty history reads
+        the state of a lone pad."""
+        t = self.cfg.context_items
+        x = torch.full((len(histories), t), -1, dtype=torch.long)
+        last = torch.zeros(len(histories), dtype=torch.long)
+        for b, hist in enumerate(histories):
+            tail = list(hist)[-t:]
+            if tail:
+                x[b, :len(tail)] = torch.as_tensor(tail)
+                last[b] = len(tail) - 1
+        h = self.encode(x.to(self.codes.device))
+        return h[torch.arange(len(histories)), last.to(h.device)]
+
+    # ------------------------------------------------------------------------------------------- decoder
+    def _level_logits(self, h: torch.Tensor, prefix: torch.Tensor | None, level: int) -> torch.Tensor:
+        """h (..., d); prefix (..., level) codes of the levels before (autoregressive head): logits (..., K_l)."""
+        g = h
+        if self.cfg.head == "autoregressive" and level > 0:
+            assert prefix is not None and prefix.shape[-1] == level, "prefix must hold one code per earlier level"
+            g = g + sum(self.prefix_emb[j](prefix[..., j]) for j in range(level))
+        g = self.level_norm[level](g)
+        if self.level_mlp is not None:
+            g = g + self.level_mlp[level](g)
+        if self.cfg.tie:
+            out, emb = self.out[level], self.code_emb[level]
+            assert isinstance(out, nn.Linear) and isinstance(emb, nn.Embedding)
+            return F.linear(g, emb.weight, out.bias)
+        return self.out[level](g)
+
+    def code_loss(self, h: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        """h (M, d) states, target (M,) item rows: mean over rows of -log p(SID of target | h) / D (nats per code)."""
+        c = self.codes[target]  # (M, D)
+        loss = h.new_zeros(())
+        for lv in range(len(self.sizes)):
+            logits = self._level_logits(h, c[:, :lv], lv)
+            loss = loss + F.cross_entropy(logits, c[:, lv])
+        return loss / len(self.sizes)
+
+    def item_log_probs(self, h: torch.Tensor) -> torch.Tensor:
+        """h (B, d) -> (B, N): log p(SID of every item | h), exactly (sum over levels of the code log-probs)."""
+        n = self.codes.shape[0]
+        total = h.new_zeros((h.shape[0], n))
+        for lv, (uniq, inverse) in enumerate(self._prefixes):
+            if self.cfg.head == "autoregressive" and lv > 0:
+                u = torch.as_tensor(uniq, device=h.device)  # (U_l, l) distinct prefixes of length l
+                logp = F.log_softmax(self._level_logits(h[:, None, :], u[None].expand(h.shape[0], -1, -1), lv), -1)
+                # (B, U_l, K_l): item n reads row inverse[n] at its own code
+                rows = torch.as_tensor(inverse, device=h.device)
+                total = total + logp[:, rows, self.codes[:, lv]]
+            else:
+                logp = F.log_softmax(self._level_logits(h, None, lv), -1)  # (B, K_l)
+                total = total + logp[:, self.codes[:, lv]]
+        return total
+
+    def beam_log_probs(self, h: torch.Tensor, allowed: torch.Tensor, beam: int) -> torch.Tensor:
+        """Trie-constrained beam search, level by level: (B, N) log-probs of the items it reached, -inf elsewhere.
+
+        ``allowed`` (B, N) bool: the items a user may be recommended (prefixes leading to none are dropped)."""
+        bsz, n = allowed.shape
+        out = h.new_full((bsz, n), -math.inf)
+        codes = self.codes
+        for b in range(bsz):
+            live = torch.nonzero(allowed[b]).flatten()  # item rows still reachable
+            if live.numel() == 0:
+                continue
+            # A beam is a prefix (tuple of codes) with its log-prob; start from the empty prefix.
+            beams: list[tuple[tuple[int, ...], float]] = [((), 0.0)]
+            for lv in range(len(self.sizes)):
+                cand: list[tuple[tuple[int, ...], float]] = []
+                pre = torch.tensor([p for p, _ in beams], dtype=torch.long).reshape(len(beams), lv)
+                logits = self._level_logits(h[b].expand(len(beams), -1), pre if lv else None, lv)
+                logp = F.log_softmax(logits, -1)  # (beams, K_l)
+                for j, (p, s) in enumerate(beams):
+                    match = live
+                    for i, code in enumerate(p):
+                        match = match[codes[match, i] == code]
+                    for code in torch.unique(codes[match, lv]).tolist():
+                        cand.append(((*p, int(code)), s + float(logp[j, code])))
+                cand.sort(key=lambda x: -x[1])
+                beams = cand[:beam]
+            index = {tuple(r): i for i, r in enumerate(codes[live].tolist())}
+            for p, s in beams:
+                out[b, live[index[p]]] = s
+        return out
+
+
+def _prefix_tables(codes: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Per level l: (distinct prefixes of length l as a (U_l, l) array, each item's row in it (N,))."""
+    out = []
+    for lv in range(codes.shape[1]):
+        if lv == 0:
+            out.append((np.zeros((1, 0), np.int64), np.zeros(len(codes), np.int64)))
+            continue
+        uniq, inverse = np.unique(codes[:, :lv], axis=0, return_inverse=True)
+        out.append((uniq.astype(np.int64), inverse.reshape(-1).astype(np.int64)))
+    return out
+
+
+# ----------------------------------------------------------------------------------------------- data
+def windows(rows: Sequence[Sequence[int]], context: int, stride: int) -> tuple[np.ndarray, np.ndarray]:
+    """Training windows: for each sequence, windows of up to ``context + 1`` items ending every ``stride`` items
+    from its end. Returns ``inputs`` and ``targets``, both (W, context), right-padded with -1; target -1 = no
+    loss there. Each next item of a sequence is a target exactly once: a window keeps only its last ``stride``
+    targets (the earlier ones belong to the window before it), except the first window of the sequence."""
+    if stride > context:
+        raise SidRecError(f"stride {stride} > context {context}: some items would never be a target")
+    ins: list[np.ndarray] = []
+    outs: list[np.ndarray] = []
+    for seq in rows:
+        s = np.asarray(seq, np.int64)
+        end = len(s)
+        while end >= 2:
+            start = max(0, end - context - 1)
+            w = s[start:end]
+            x = np.full(context, -1, np.int64)
+            y = np.full(context, -1, np.int64)
+            x[:len(w) - 1] = w[:-1]
+            y[:len(w) - 1] = w[1:]
+            if start > 0:
+                y[:len(w) - 1 - stride] = -1
+            ins.append(x)
+            outs.append(y)
+            if start == 0:
+                break
+            end -= stride
+    if not ins:
+        return np.zeros((0, context), np.int64), np.zeros((0, context), np.int64)
+    return np.stack(ins), np.stack(outs)
+
+
+# ----------------------------------------------------------------------------------------------- training
+def scores(model: SidRec, histories: Sequence[Sequence[int]], exclude: Sequence[Sequence[int]] | None = None,
+           batch_size: int = 256) -> np.ndarray:
+    """(B, N) float32 log p(item | history) for every item (exact, or beam search when ``cfg.beam_size``);
+    ``exclude[b]`` items get -inf. Eval mode, no grad."""
+    was = model.training
+    model.eval()
+    out = np.empty((len(histories), model.codes.shape[0]), np.float32)
+    try:
+        with torch.no_grad():
+            for s in range(0, len(histories), batch_size):
+                hs = histories[s:s + batch_size]
+                h = model.last_state(hs)
+                allowed = torch.ones((len(hs), model.codes.shape[0]), dtype=torch.bool)
+                if exclude is not None:
+                    for b, ex in enumerate(exclude[s:s + batch_size]):
+                        allowed[b, list(ex)] = False
+                if model.cfg.beam_size:
+                    lp = model.beam_log_probs(h, allowed, model.cfg.beam_size)
+                else:
+                    lp = model.item_log_probs(h).masked_fill(~allowed, -math.inf)
+                out[s:s + len(hs)] = lp.numpy()
+    finally:
+        model.train(was)
+    return out
+
+
+def ndcg_at(score_rows: np.ndarray, targets: Sequence[int], k: int = 10) -> np.ndarray:
+    """Per row NDCG@k of one relevant item: 1 / log2(rank + 2) when its rank (0-based, ties against it) < k."""
+    t = np.asarray(targets)
+    own = score_rows[np.arange(len(t)), t]
+    rank = (score_rows > own[:, None]).sum(1)
+    return np.where(rank < k, 1.0 / np.log2(rank + 2.0), 0.0)
+
+
+def fit_sid_rec(model: SidRec, train_rows: Sequence[Sequence[int]],
+                valid: tuple[Sequence[Sequence[int]], Sequence[int]] | None, progress: Progress | None = None,
+                time_limit_s: float = 0.0) -> dict[str, Any]:
+    """Train on the windows of ``train_rows``; after each epoch score ``valid`` = (histories, targets) by NDCG@10
+    (history items excluded) and keep the best epoch's weights; stop after ``patience`` epochs without a better
+    one, after ``epochs``, or once ``time_limit_s`` (> 0) has passed. Returns what happened."""
+    cfg = model.cfg
+    x, y = windows(train_rows, cfg.context_items, cfg.stride)
+    if len(x) == 0:
+        raise SidRecError("no training windows: every sequence has fewer than 2 items")
+    gen = torch.Generator().manual_seed(cfg.seed)
+    rng = np.random.default_rng(cfg.seed)
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    xt, yt = torch.as_tensor(x), torch.as_tensor(y)
+    best: tuple[float, int, dict[str, torch.Tensor] | None] = (-1.0, -1, None)
+    curve: list[dict[str, float]] = []
+    t0 = time.perf_counter()
+    del gen
+    model.train()
+    for epoch in range(cfg.epochs):
+        order = torch.as_tensor(rng.permutation(len(x)))
+        losses = []
+        for s in range(0, len(x), cfg.batch_size):
+            idx = order[s:s + cfg.batch_size]
+            h = model.encode(xt[idx])  # (B, T, d)
+            tgt = yt[idx]
+            keep = tgt >= 0
+            loss = model.code_loss(h[keep], tgt[keep])
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            losses.append(float(loss.detach()))
+        row: dict[str, float] = {"epoch": epoch + 1, "loss": round(float(np.mean(losses)), 4),
+                                 "s": round(time.perf_counter() - t0, 1)}
+        if valid is not None:
+            hist, tg = valid
+            nd = float(ndcg_at(scores(model, hist, hist), tg).mean())
+            row["valid_ndcg@10"] = round(nd, 5)
+            if nd > best[0]:
+                best = (nd, epoch + 1, {k: v.detach().clone() for k, v in model.state_dict().items()})
+        curve.append(row)
+        if progress is not None:
+            progress("sid-rec epoch " + ", ".join(f"{k} {v}" for k, v in row.items() if k != "epoch")
+                     + f" ({epoch + 1}/{cfg.epochs})")
+        if valid is not None and epoch + 1 - best[1] >= cfg.patience:
+            break
+        if time_limit_s and time.perf_counter() - t0 > time_limit_s:
+            break
+    if best[2] is not None:
+        model.load_state_dict(best[2])
+    model.eval()
+    return {"windows": len(x), "epochs_run": len(curve), "best_epoch": best[1], "valid_ndcg@10": best[0],
+            "train_s": round(time.perf_counter() - t0, 1), "curve": curve}
+
+
+# ----------------------------------------------------------------------------------------------- the codes
+class SidCodesConfig(BaseModel):
+    """Where the items' semantic IDs come from: an embedding per item, quantised by residual k-means."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    source: Literal["learned", "cooccurrence", "text"] = Field(
+        default="learned", description="learned (default): the item embeddings of a sequence model with one "
+        "code per item (an item-id SASRec-like model, trained on the same training split and stopped on the same "
+        "validation), input and output tables concatenated; cooccurrence: truncated SVD of the items' PPMI "
+        "co-occurrence within `window` positions of the training sequences; text: MiniLM of the item texts.")
+    levels: int = Field(default=2, ge=1, le=8, description="Residual k-means levels (a collision-suffix level is "
+                        "added). Default 2.")
+    codebook_size: int = Field(default=64, ge=2, le=4096, description="Codes per level (default 64).")
+    balanced: bool = Field(default=True, description="Capacity-constrained assignment (default true).")
+    pretrain_epochs: int = Field(default=20, ge=1, description="Most epochs of the `learned` source's item-id model "
+                                 "(early stopping after 5 without a better validation NDCG@10). Default 20.")
+    dim: int = Field(default=64, ge=2, description="Dimensions of the `cooccurrence` SVD (default 64).")
+    window: int = Field(default=10, ge=1, description="Co-occurrence window of `cooccurrence` (default 10).")
+
+
+def cooccurrence_embeddings(rows: Sequence[Sequence[int]], n_items: int, dim: int, window: int,
+                            seed: int) -> np.ndarray:
+    """(n_items, dim) unit rows: the top eigenvectors (largest eigenvalues, each scaled by its square root) of the
+    positive PMI of item pairs at most ``window`` positions apart in ``rows`` (symmetric counts). Not an SVD: the
+    PPMI matrix has a zero diagonal, so for two items seen only together the SVD puts them on two orthogonal
+    axes, while the top eigenvector gives them equal weight. Items never seen get zeros."""
+    import scipy.sparse as sp
+    from scipy.sparse.linalg import eigsh
+
+    r: list[np.ndarray] = []
+    c: list[np.ndarray] = []
+    for seq in rows:
+        s = np.asarray(seq, np.int64)
+        for gap in range(1, min(window, len(s) - 1) + 1):
+            r += [s[:-gap], s[gap:]]
+            c += [s[gap:], s[:-gap]]
+    out = np.zeros((n_items, dim), np.float32)
+    if not r:
+        return out
+    m = sp.coo_matrix((np.ones(sum(len(a) for a in r), np.float64), (np.concatenate(r), np.concatenate(c))),
+                      shape=(n_items, n_items)).tocsr()
+    m.sum_duplicates()
+    total = m.sum()
+    deg = np.asarray(m.sum(1)).ravel()
+    coo = m.tocoo()
+    pmi = np.log(coo.data * total / (deg[coo.row] * deg[coo.col]))
+    keep = pmi > 0
+    ppmi = sp.csr_matrix((pmi[keep], (coo.row[keep], coo.col[keep])), shape=(n_items, n_items))
+    k = min(dim, n_items - 1)
+    if n_items <= 3000:
+        vals, vecs = np.linalg.eigh(ppmi.toarray())
+        vals, vecs = vals[-k:], vecs[:, -k:]
+    else:
+        v0 = np.random.default_rng(seed).standard_normal(n_items)
+        vals, vecs = eigsh(ppmi, k=k, which="LA", v0=v0)
+    vecs = (vecs * np.sqrt(np.clip(vals, 0, None))[None]).astype(np.float32)  # (N, k)
+    norms = np.linalg.norm(vecs, axis=1, keepdims=True)
+    np.divide(vecs, norms, out=out[:, :k], where=norms > 0)
+    return out
+
+
+def learned_embeddings(rows: Sequence[Sequence[int]], n_items: int,
+                       valid: tuple[Sequence[Sequence[int]], Sequence[int]] | None, model_cfg: SidRecConfig,
+                       epochs: int, progress: Progress | None = None) -> tuple[np.ndarray, dict[str, Any]]:
+    """Train the model with one code per item (``codes = [[0], [1], …]``: an item-id sequential recommender with
+    this model's encoder, tied embeddings, parallel head) and return its item table ``(n_items, hidden)`` (with
+    tied embeddings the input and output tables are one), plus its training info."""
+    cfg = model_cfg.model_copy(update={"head": "parallel", "tie": True, "epochs": epochs, "patience": 5,
+                                       "beam_size": 0})
+    torch.manual_seed(cfg.seed)
+    model = SidRec(np.arange(n_items)[:, None], cfg)
+    info = fit_sid_rec(model, rows, valid, progress)
+    table = model.code_emb[0]
+    assert isinstance(table, nn.Embedding)
+    x = table.weight.detach().numpy().astype(np.float32)
+    return np.ascontiguousarray(x), info
+
+
+def quantise(x: np.ndarray, cfg: SidCodesConfig, seed: int, popularity: np.ndarray | None = None) -> np.ndarray:
+    """(N, levels + 1) codes: balanced residual k-means of ``x`` plus a collision suffix (the most popular item of
+    a group of equal codes gets suffix 0)."""
+    from sid.quantize import ResidualKMeans, RQKMeansConfig, add_collision_suffix
+
+    size = min(cfg.codebook_size, len(x))
+    q = ResidualKMeans(RQKMeansConfig(levels=cfg.levels, codebook_size=size, balanced=cfg.balanced, seed=seed))
+    codes = q.fit(x).encode(x)
+    order = None if popularity is None else -np.asarray(popularity, np.float64)
+    return add_collision_suffix(codes, order)
