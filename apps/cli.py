@@ -795,10 +795,10 @@ def eval_compare(
 def eval_movielens(
     world: Annotated[Path, typer.Argument(help="MovieLens world (`sidekick world import-movielens --out DIR`).")],
     out: Annotated[Path, typer.Option("--out", "-o", help="Output directory (report.json, report.md, sid/).")],
-    quick: Annotated[bool, typer.Option("--quick", help="Short training (SASRec 3 epochs, SID 2) for a smoke run.")]
+    quick: Annotated[bool, typer.Option("--quick", help="Short training (SASRec 3 epochs, SID 5) for a smoke run.")]
     = False,
     methods: Annotated[list[str] | None, typer.Option(help="Methods, comma-separated: popularity, bm25, dense, "
-                                                      "sasrec, sid (default: all).")] = None,
+                                                      "sasrec, sid, sid-lm (default: all but sid-lm).")] = None,
     max_users: Annotated[int | None, typer.Option(help="Only the first N users (default: all 943).")] = None,
     seed: Annotated[int | None, typer.Option(help="Seed of SIDs, models and data order (default 0).")] = None,
     config: Annotated[Path | None, typer.Option("--config", "-c", help="YAML MovieLensBenchConfig "
