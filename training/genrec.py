@@ -72,8 +72,11 @@ class SidRecConfig(BaseModel):
     decoder_inner: int = Field(default=256, ge=0, description="Width of each level's residual GELU MLP between "
                                "the history + prefix state and the code logits; 0 = none (the prefix then only "
                                "shifts the logits, the same for every history). Default 256.")
-    tie: bool = Field(default=False, description="Code logits use the input code embeddings as weights (SASRec ties "
+    tie: bool = Field(default=True, description="Code logits use the input code embeddings as weights (SASRec ties "
                       "its item embeddings the same way).")
+    item_dropout: float = Field(default=0.0, ge=0, lt=1, description="In training, each input item's embedding "
+                                "is zeroed with this probability (its position stays): a sequence augmentation "
+                                "that makes the model predict from partial histories. Default 0.")
     beam_size: int = Field(default=0, ge=0, description="0 = exact decoding over every item (default); > 0 = "
                            "trie-constrained beam search with this many beams.")
     seed: int = Field(default=0, ge=0)
@@ -132,6 +135,8 @@ class SidRec(nn.Module):
         pad = items < 0
         c = self.codes[items.clamp(min=0)]  # (B, T, D)
         x = sum(emb(c[..., lv]) for lv, emb in enumerate(self.code_emb))  # (B, T, d)
+        if self.training and self.cfg.item_dropout > 0:
+            x = x.masked_fill(torch.rand(x.shape[:2], device=x.device)[..., None] < self.cfg.item_dropout, 0.0)
         x = x + self.pos_emb(torch.arange(t, device=items.device))[None]
         x = self.drop(self.emb_norm(x)).masked_fill(pad[..., None], 0.0)
         causal = torch.triu(torch.ones(t, t, dtype=torch.bool, device=items.device), diagonal=1)
@@ -364,11 +369,13 @@ class SidCodesConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    source: Literal["learned", "cooccurrence", "text"] = Field(
-        default="learned", description="learned (default): the item embeddings of a sequence model with one "
-        "code per item (an item-id SASRec-like model, trained on the same training split and stopped on the same "
-        "validation), input and output tables concatenated; cooccurrence: truncated SVD of the items' PPMI "
-        "co-occurrence within `window` positions of the training sequences; text: MiniLM of the item texts.")
+    source: Literal["learned", "cooccurrence", "text", "item"] = Field(
+        default="learned", description="learned (default): the item table of a sequence model with one code per "
+        "item (an item-id SASRec-like model with this encoder and tied embeddings, trained on the same training "
+        "split and stopped on the same validation); cooccurrence: top eigenvectors of the items' PPMI "
+        "co-occurrence within `window` positions of the training sequences; text: MiniLM of the item texts; "
+        "item: no semantic ID at all, one code per item (the model is then an item-id recommender: the reference "
+        "for what sharing codes gains or costs).")
     levels: int = Field(default=2, ge=1, le=8, description="Residual k-means levels (a collision-suffix level is "
                         "added). Default 2.")
     codebook_size: int = Field(default=64, ge=2, le=4096, description="Codes per level (default 64).")

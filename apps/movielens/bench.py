@@ -20,17 +20,28 @@ Methods, each ranking the top ``k``:
 - **dense**: MiniLM embeddings of the movie texts; the query is the normalised mean of the user's last
   ``text_history`` history movies; faiss exact inner-product search;
 - **sasrec**: SASRec with full-softmax cross-entropy, trained through RecBole (:mod:`eval.sasrec`), on the
-  last ``context_items`` (20) items, the same context the SID model gets;
-- **sid**: SID generative retrieval (TIGER, Rajput et al. 2023, "Recommender Systems with Generative
-  Retrieval"). The movies get semantic IDs (:mod:`sid.build`: MiniLM -> balanced RQ-KMeans, 3 levels x
-  32 codes, + a collision suffix); a tiny Llama (:mod:`training.tiny`) made SID-aware
+  last ``context_items`` (20) items, the same context the SID models get; in the full profile it trains until
+  validation NDCG@10 has not improved for 10 epochs (at most 60);
+- **sid**: the SID recommender of :mod:`training.genrec`: every movie gets a semantic ID (by default from
+  collaborative embeddings: the item table of an item-id model of the same architecture trained on the same
+  training split, balanced residual k-means 2 x 64 + a collision suffix; :class:`SidCodesConfig`), then a
+  causal Transformer reads the history as sums of code embeddings and writes the next movie's SID code by code;
+  every movie's SID log-probability is computed exactly and the history is masked; trained until validation
+  NDCG@10 has not improved for 15 epochs (at most 100). Both trained models stop on the same validation item.
+- **sid-lm** (on request: ``methods``): the wave-1 TIGER-style retriever (Rajput et al. 2023, "Recommender
+  Systems with Generative Retrieval"). The movies get semantic IDs (:mod:`sid.build`: MiniLM -> balanced
+  RQ-KMeans, 3 levels x 32 codes, + a collision suffix); a tiny Llama (:mod:`training.tiny`) made SID-aware
   (:func:`training.models.make_sid_aware`) learns, as a causal LM over the user's SID sequence, the
   next movie's SID: ``<bos> <s1_a><s2_b><s3_c><s4_d><|sid_end|> …``, cross-entropy on every SID and
   separator token (each position predicts the next); at test time trie-constrained beam search
   (:func:`sid.decoding.constrained_beam_search`) over the movies not in the history returns the top ``k``.
 
-Output under ``out``: ``report.json`` (per method: hr@k, ndcg@k, mrr, train and eval seconds, details),
-``report.md`` (the table), ``sid/`` (the SID directory) and ``manifest.json``.
+Each trained method is compared with SASRec user by user: ``report["paired"]["sid - sasrec"]`` holds the
+difference of HR@k and NDCG@k with its 95 % paired bootstrap interval over users (:func:`eval.stats.paired_bootstrap`).
+
+Output under ``out``: ``report.json`` (per method: hr@k, ndcg@k, mrr, train and eval seconds, details; the
+paired CIs), ``report.md`` (the table), ``per_user.json`` (every method's per-user metrics), ``sid/`` (sid-lm's
+SID directory) and ``manifest.json``.
 
 It lives beside the MovieLens app (:mod:`apps.movielens.importer` writes the world it reads); the generic
 baselines it compares against stay in ``eval/`` (:mod:`eval.baselines`, :mod:`eval.sasrec`).
@@ -70,6 +81,9 @@ DEFAULT_METHODS: tuple[Method, ...] = ("popularity", "bm25", "dense", "sasrec", 
 """What a run compares unless told otherwise (``sid-lm``, the TIGER-style token LM, costs ~8 min more)."""
 REPORT_JSON = "report.json"
 REPORT_MD = "report.md"
+PER_USER_JSON = "per_user.json"
+"""Each method's per-user HR@k / NDCG@k / MRR, in user order (``{"users": [...], "methods": {name: {metric:
+[...]}}}``): what later runs (the SID ablations) pair against."""
 SID_DIR = "sid"
 
 Progress = Callable[[str], None]
@@ -431,6 +445,8 @@ def _fit_sid_rec(cfg: MovieLensBenchConfig, data: LeaveOneOut, items: list[Item]
         x, pre = learned_embeddings(train, len(ids), valid, model_cfg, codes_cfg.pretrain_epochs,
                                     _prefixed(progress, "sid codes: item-id model"))
         info["pretrain"] = {k: v for k, v in pre.items() if k != "curve"}
+    elif codes_cfg.source == "item":
+        x = np.zeros((len(ids), 1), np.float32)
     elif codes_cfg.source == "cooccurrence":
         x = cooccurrence_embeddings(train, len(ids), codes_cfg.dim, codes_cfg.window, cfg.seed)
     else:
@@ -438,10 +454,14 @@ def _fit_sid_rec(cfg: MovieLensBenchConfig, data: LeaveOneOut, items: list[Item]
         from sid.build import item_text
 
         x = encode_cached([item_text(i) for i in items], _cache_dir(cfg))
-    codes = quantise(np.ascontiguousarray(x, np.float32), codes_cfg, cfg.seed, popularity)
+    if codes_cfg.source == "item":
+        codes = np.arange(len(ids))[:, None]
+    else:
+        codes = quantise(np.ascontiguousarray(x, np.float32), codes_cfg, cfg.seed, popularity)
     info["sids"] = {"source": codes_cfg.source, "shape": list(codes.shape),
                     "levels": [int(codes[:, lv].max()) + 1 for lv in range(codes.shape[1])],
-                    "collision_rate": round(float((codes[:, -1] > 0).mean()), 4), "max_suffix": int(codes[:, -1].max()),
+                    "collision_rate": round(float((codes[:, -1] > 0).mean()), 4) if codes.shape[1] > 1 else 0.0,
+                    "max_suffix": int(codes[:, -1].max()) if codes.shape[1] > 1 else 0,
                     "seconds": round(time.perf_counter() - t0, 1)}
     if progress is not None:
         progress(f"sid: {len(ids)} SIDs from {codes_cfg.source} embeddings, levels {info['sids']['levels']}, "
@@ -604,6 +624,9 @@ def run_movielens_benchmark(cfg: MovieLensBenchConfig, progress: Progress | None
     report = _report(cfg, data, items, methods)
     report["paired"] = _paired(cfg, per_user)
     _write(cfg, report)
+    import json
+
+    (cfg.out / PER_USER_JSON).write_text(json.dumps({"users": data.users, "methods": per_user}))
     return report
 
 

@@ -128,6 +128,24 @@ def test_training_learns_a_sequence_rule_it_was_not_shown_at_test_time() -> None
     assert info["best_epoch"] >= 1 and info["curve"][-1]["loss"] < info["curve"][0]["loss"]
 
 
+def test_item_dropout_hides_whole_input_items_in_training_only() -> None:
+    """With item_dropout near 1 every input item is hidden in training: the states then depend on positions only,
+    the same for any history; in eval mode nothing is hidden and different histories give different states."""
+    m = _model(item_dropout=0.999, dropout=0.0)
+    x = torch.tensor([[0, 3, 5, -1], [1, 2, 4, -1]])
+    m.train()
+    torch.manual_seed(1)
+    h = m.encode(x)
+    torch.testing.assert_close(h[0, :3], h[1, :3])
+    m.eval()
+    h = m.encode(x)
+    assert (h[0, :3] - h[1, :3]).abs().max() > 1e-3
+    # and a probability of 0 hides nothing in training either (dropout 0: training = eval)
+    m0 = _model(dropout=0.0)
+    m0.train()
+    torch.testing.assert_close(m0.encode(x)[:, :3], m0.eval().encode(x)[:, :3])
+
+
 def test_bad_codes_are_refused() -> None:
     with pytest.raises(SidRecError, match="share a SID"):
         SidRec(np.array([[0, 1], [0, 1]]), SidRecConfig())
