@@ -33,6 +33,8 @@ VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
     "parallel": ("codes predicted in parallel (RPG), not one by one", {"sid": {"head": "parallel"}}),
     "no-mlp": ("no per-level MLP: the prefix only shifts the code logits", {"sid": {"decoder_inner": 0}}),
     "untied": ("output code embeddings not tied to the input ones", {"sid": {"tie": False}}),
+    "batch128": ("128 windows a step, not 32 (4x fewer, larger steps)", {"sid": {"batch_size": 128}}),
+    "item-dropout": ("item dropout 0.2 (inputs hidden at random in training)", {"sid": {"item_dropout": 0.2}}),
     "beam20": ("trie-constrained beam search, 20 beams, not exact decoding", {"sid": {"beam_size": 20}}),
     "sid-lm": ("the wave-1 model: tiny Llama over SID tokens, text SIDs 3x32, beam 20", {"methods": ["sid-lm"]}),
 }
