@@ -3,6 +3,7 @@
     python bench/movielens.py                     # first: the full benchmark (its SASRec and default SID)
     python bench/genrec_ablations.py              # then: each variant, paired against both, per user
     python bench/genrec_ablations.py --only text,item
+    python bench/genrec_ablations.py --train-only --only item   # train before the base run exists (reused later)
 
 Every variant retrains the SID model (same seed, same training split, same early stopping on the validation
 item) with one setting changed, ranks the same 943 test users, and is compared user by user (paired bootstrap
@@ -48,18 +49,24 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=ROOT / "runs/bench/movielens/ablations")
     parser.add_argument("--only", default=",".join(VARIANTS), help="Comma-separated variants.")
     parser.add_argument("--n-boot", type=int, default=2000)
+    parser.add_argument("--train-only", action="store_true",
+                        help="Train the variants without a base run (a later run without it reuses them).")
     args = parser.parse_args()
-    base_file = args.base / PER_USER_JSON
-    if not base_file.is_file():
-        sys.exit(f"{base_file} is missing: run `python bench/movielens.py --out {args.base}` first")
-    base = json.loads(base_file.read_text())
-    if not {"sasrec", "sid"} <= set(base["methods"]):
-        sys.exit(f"{base_file} has no sasrec and sid results: run the full benchmark with both")
-    base_cfg = json.loads((args.base / "report.json").read_text())["config"]
     names = [n for n in args.only.split(",") if n]
     unknown = [n for n in names if n not in VARIANTS]
     if unknown:
         sys.exit(f"unknown variants {unknown}; known: {', '.join(VARIANTS)}")
+    base_file = args.base / PER_USER_JSON
+    if args.train_only:  # the base run's top-level settings are the defaults'
+        base_cfg = MovieLensBenchConfig(world=args.world, out=args.base).model_dump(mode="json")
+    else:
+        if not base_file.is_file():
+            sys.exit(f"{base_file} is missing: run `python bench/movielens.py --out {args.base}` first "
+                     "(or --train-only)")
+        base = json.loads(base_file.read_text())
+        if not {"sasrec", "sid"} <= set(base["methods"]):
+            sys.exit(f"{base_file} has no sasrec and sid results: run the full benchmark with both")
+        base_cfg = json.loads((args.base / "report.json").read_text())["config"]
     rows: list[dict[str, Any]] = []
     t_all = time.perf_counter()
     for name in names:
@@ -72,8 +79,16 @@ def main() -> None:
             cfg_dict[key] = {**cfg_dict.get(key, {}), **value} if isinstance(value, dict) else value
         cfg = MovieLensBenchConfig.model_validate(cfg_dict)
         t0 = time.perf_counter()
-        print(f"[{time.perf_counter() - t_all:7.1f}s] {name}: {what}", flush=True)
-        report = run_movielens_benchmark(cfg)
+        previous = args.out / name / "report.json"
+        if (previous.is_file() and (args.out / name / PER_USER_JSON).is_file()
+                and json.loads(previous.read_text()).get("config") == cfg.model_dump(mode="json")):
+            print(f"[{time.perf_counter() - t_all:7.1f}s] {name}: reusing {previous} (same settings)", flush=True)
+            report = json.loads(previous.read_text())
+        else:
+            print(f"[{time.perf_counter() - t_all:7.1f}s] {name}: {what}", flush=True)
+            report = run_movielens_benchmark(cfg)
+        if args.train_only:
+            continue
         per_user = json.loads((args.out / name / PER_USER_JSON).read_text())
         if per_user["users"] != base["users"]:
             sys.exit(f"{name}: users differ from the base run's; use the same world and max_users")
@@ -90,6 +105,9 @@ def main() -> None:
         rows.append(row)
         print(f"[{time.perf_counter() - t_all:7.1f}s] {name}: ndcg@10 {row['ndcg@10']:.4f} "
               f"(vs default {row['vs_sid']['delta']:+.4f})", flush=True)
+    if args.train_only:
+        print(f"trained {', '.join(names)} into {args.out}; run again without --train-only to pair them")
+        return
     base_report = json.loads((args.base / "report.json").read_text())["methods"]
     print()
     print(table(rows, base_report))
