@@ -72,6 +72,7 @@ from harness.tasks import Task
 from infra.layout import CATALOG_FILE, LOGS_FILE, TASKS_FILE
 from infra.manifest import write_manifest
 from infra.recordio import RecordReader
+from infra.threads import torch_threads
 from training.genrec import SidCodesConfig, SidRecConfig
 
 Method = Literal["popularity", "bm25", "dense", "sasrec", "sid", "sid-lm"]
@@ -605,10 +606,7 @@ def run_movielens_benchmark(cfg: MovieLensBenchConfig, progress: Progress | None
     cfg.out.mkdir(parents=True, exist_ok=True)
     methods: dict[str, Any] = {}
     per_user: dict[str, dict[str, list[float]]] = {}
-    old_threads = torch.get_num_threads()
-    if cfg.threads:
-        torch.set_num_threads(cfg.threads)
-    try:
+    with torch_threads(cfg.threads):
         for name in [m for m in METHODS if m in cfg.methods]:
             if progress is not None:
                 progress(f"{name}: start")
@@ -619,8 +617,6 @@ def run_movielens_benchmark(cfg: MovieLensBenchConfig, progress: Progress | None
             if progress is not None:
                 progress(f"{name}: hr@{cfg.k} {methods[name][f'hr@{cfg.k}']:.4f}  "
                          f"ndcg@{cfg.k} {methods[name][f'ndcg@{cfg.k}']:.4f}  ({train_s:.1f} s + {eval_s:.1f} s)")
-    finally:
-        torch.set_num_threads(old_threads)
     report = _report(cfg, data, items, methods)
     report["paired"] = _paired(cfg, per_user)
     _write(cfg, report)

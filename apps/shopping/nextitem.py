@@ -62,6 +62,7 @@ from eval.stats import excludes_zero, paired_bootstrap
 from harness.catalog import Catalog
 from infra.layout import CATALOG_FILE, LOGS_FILE
 from infra.recordio import RecordReader
+from infra.threads import torch_threads
 from training.genrec import SidCodesConfig, SidRec, SidRecConfig
 
 CASE_EVENTS: tuple[str, ...] = ("click", "cart", "purchase")
@@ -441,10 +442,7 @@ def compare_next_item(data: NextItemData, cfg: NextItemConfig, progress: Progres
               **{e: np.array([c.event == e for c in data.test]) for e in CASE_EVENTS}}
     methods: dict[str, Any] = {}
     per_case: dict[str, dict[str, np.ndarray]] = {}
-    old_threads = torch.get_num_threads()
-    if cfg.threads:
-        torch.set_num_threads(cfg.threads)
-    try:
+    with torch_threads(cfg.threads):
         for name in [m for m in METHODS if m in cfg.methods]:
             if progress is not None:
                 progress(f"{name}: start")
@@ -464,8 +462,6 @@ def compare_next_item(data: NextItemData, cfg: NextItemConfig, progress: Progres
                 m = methods[name]
                 progress(f"{name}: hr@{cfg.k} {m[f'hr@{cfg.k}']:.4f}  ndcg@{cfg.k} {m[f'ndcg@{cfg.k}']:.4f}  "
                          f"mrr {m['mrr']:.4f}  ({train_s:.1f} s + {eval_s:.1f} s)")
-    finally:
-        torch.set_num_threads(old_threads)
     sessions = np.array([c.session_id for c in data.test])
     return {"benchmark": "shopping-next-item", "k": cfg.k, "quick": cfg.quick, "views": data.views,
             "counts": {**data.counts, "valid_users": len(split.valid[1]),
