@@ -319,14 +319,12 @@ def fit_sid_rec(model: SidRec, train_rows: Sequence[Sequence[int]],
     x, y = windows(train_rows, cfg.context_items, cfg.stride)
     if len(x) == 0:
         raise SidRecError("no training windows: every sequence has fewer than 2 items")
-    gen = torch.Generator().manual_seed(cfg.seed)
     rng = np.random.default_rng(cfg.seed)
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     xt, yt = torch.as_tensor(x), torch.as_tensor(y)
     best: tuple[float, int, dict[str, torch.Tensor] | None] = (-1.0, -1, None)
     curve: list[dict[str, float]] = []
     t0 = time.perf_counter()
-    del gen
     model.train()
     for epoch in range(cfg.epochs):
         order = torch.as_tensor(rng.permutation(len(x)))
@@ -455,3 +453,36 @@ def quantise(x: np.ndarray, cfg: SidCodesConfig, seed: int, popularity: np.ndarr
     codes = q.fit(x).encode(x)
     order = None if popularity is None else -np.asarray(popularity, np.float64)
     return add_collision_suffix(codes, order)
+
+
+def build_codes(train_rows: Sequence[Sequence[int]], n_items: int,
+                valid: tuple[Sequence[Sequence[int]], Sequence[int]] | None, model_cfg: SidRecConfig,
+                codes_cfg: SidCodesConfig, seed: int, item_texts: Callable[[], list[str]] | None = None,
+                cache_dir: Any = None, progress: Progress | None = None) -> tuple[np.ndarray, dict[str, Any]]:
+    """Every item's SID from ``codes_cfg.source``: (N, levels + 1) codes (N, 1 for ``item``) and what was done.
+    ``item_texts`` gives the items' texts in row order (``text`` only; MiniLM, cached in ``cache_dir``)."""
+    t0 = time.perf_counter()
+    info: dict[str, Any] = {}
+    popularity = np.bincount(np.concatenate([np.asarray(r, np.int64) for r in train_rows] or [np.zeros(0, np.int64)]),
+                             minlength=n_items)
+    if codes_cfg.source == "item":
+        codes = np.arange(n_items)[:, None]
+    else:
+        if codes_cfg.source == "learned":
+            x, pre = learned_embeddings(train_rows, n_items, valid, model_cfg, codes_cfg.pretrain_epochs, progress)
+            info["pretrain"] = {k: v for k, v in pre.items() if k != "curve"}
+        elif codes_cfg.source == "cooccurrence":
+            x = cooccurrence_embeddings(train_rows, n_items, codes_cfg.dim, codes_cfg.window, seed)
+        else:
+            if item_texts is None:
+                raise SidRecError("sid_codes.source 'text' needs the items' texts (item_texts)")
+            from infra.text_encoder import encode_cached
+
+            x = encode_cached(item_texts(), cache_dir)
+        codes = quantise(np.ascontiguousarray(x, np.float32), codes_cfg, seed, popularity)
+    info["sids"] = {"source": codes_cfg.source, "shape": list(codes.shape),
+                    "levels": [int(codes[:, lv].max()) + 1 for lv in range(codes.shape[1])],
+                    "collision_rate": round(float((codes[:, -1] > 0).mean()), 4) if codes.shape[1] > 1 else 0.0,
+                    "max_suffix": int(codes[:, -1].max()) if codes.shape[1] > 1 else 0,
+                    "seconds": round(time.perf_counter() - t0, 1)}
+    return codes, info

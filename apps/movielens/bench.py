@@ -432,38 +432,18 @@ def _fit_sid_rec(cfg: MovieLensBenchConfig, data: LeaveOneOut, items: list[Item]
                  progress: Progress | None) -> tuple[SidRecRanker, dict[str, Any]]:
     """Codes (:class:`SidCodesConfig`) from the training split, then the SID model, both stopped on the validation
     item (history excluded)."""
-    from training.genrec import SidRec, cooccurrence_embeddings, fit_sid_rec, learned_embeddings, quantise
+    from sid.build import item_text
+    from training.genrec import SidRec, build_codes, fit_sid_rec
 
     _, model_cfg, codes_cfg, _ = cfg.effective()
     ids = [i.item_id for i in items]
     row = {item: r for r, item in enumerate(ids)}
     train = [[row[i] for i in data.train(u)] for u in data.users]
     valid = (train, [row[data.timelines[u][-2]] for u in data.users])
-    popularity = np.bincount(np.concatenate([np.asarray(t, np.int64) for t in train]), minlength=len(ids))
-    info: dict[str, Any] = {"codes": codes_cfg.model_dump(), "config": model_cfg.model_dump()}
-    t0 = time.perf_counter()
-    if codes_cfg.source == "learned":
-        x, pre = learned_embeddings(train, len(ids), valid, model_cfg, codes_cfg.pretrain_epochs,
-                                    _prefixed(progress, "sid codes: item-id model"))
-        info["pretrain"] = {k: v for k, v in pre.items() if k != "curve"}
-    elif codes_cfg.source == "item":
-        x = np.zeros((len(ids), 1), np.float32)
-    elif codes_cfg.source == "cooccurrence":
-        x = cooccurrence_embeddings(train, len(ids), codes_cfg.dim, codes_cfg.window, cfg.seed)
-    else:
-        from infra.text_encoder import encode_cached
-        from sid.build import item_text
-
-        x = encode_cached([item_text(i) for i in items], _cache_dir(cfg))
-    if codes_cfg.source == "item":
-        codes = np.arange(len(ids))[:, None]
-    else:
-        codes = quantise(np.ascontiguousarray(x, np.float32), codes_cfg, cfg.seed, popularity)
-    info["sids"] = {"source": codes_cfg.source, "shape": list(codes.shape),
-                    "levels": [int(codes[:, lv].max()) + 1 for lv in range(codes.shape[1])],
-                    "collision_rate": round(float((codes[:, -1] > 0).mean()), 4) if codes.shape[1] > 1 else 0.0,
-                    "max_suffix": int(codes[:, -1].max()) if codes.shape[1] > 1 else 0,
-                    "seconds": round(time.perf_counter() - t0, 1)}
+    codes, info = build_codes(train, len(ids), valid, model_cfg, codes_cfg, cfg.seed,
+                              lambda: [item_text(i) for i in items], _cache_dir(cfg),
+                              _prefixed(progress, "sid codes: item-id model"))
+    info = {"codes": codes_cfg.model_dump(), "config": model_cfg.model_dump(), **info}
     if progress is not None:
         progress(f"sid: {len(ids)} SIDs from {codes_cfg.source} embeddings, levels {info['sids']['levels']}, "
                  f"{info['sids']['collision_rate']:.1%} need a suffix")

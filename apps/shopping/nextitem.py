@@ -329,32 +329,18 @@ def fit_sid(cfg: NextItemConfig, split: _Split, n_items: int, item_text: Callabl
     """Codes (``cfg.sid_codes``) from the training items, then the SID model on the same items, both stopped on
     the validation cases (a ``valid_max`` sample of them). ``item_text`` gives the catalog's texts (source
     ``text`` only)."""
-    from training.genrec import cooccurrence_embeddings, fit_sid_rec, learned_embeddings, quantise
+    from infra.settings import get_settings
+    from training.genrec import build_codes, fit_sid_rec
 
     _, model_cfg, codes_cfg = cfg.effective()
     valid = _sample(split.valid, cfg.valid_max, cfg.seed)
-    info: dict[str, Any] = {"codes": codes_cfg.model_dump(), "config": model_cfg.model_dump(),
-                            "valid_users": len(valid[1])}
-    t0 = time.perf_counter()
     with torch.random.fork_rng(devices=[]):
-        if codes_cfg.source == "learned":
-            x, pre = learned_embeddings(split.train, n_items, valid, model_cfg, codes_cfg.pretrain_epochs,
-                                        _prefixed(progress, "sid codes: item-id model"))
-            info["pretrain"] = {k: v for k, v in pre.items() if k != "curve"}
-        elif codes_cfg.source == "cooccurrence":
-            x = cooccurrence_embeddings(split.train, n_items, codes_cfg.dim, codes_cfg.window, cfg.seed)
-        else:
-            if item_text is None:
-                raise NextItemError("sid_codes.source 'text' needs the item texts: pass item_text")
-            from infra.settings import get_settings
-            from infra.text_encoder import encode_cached
-
-            x = encode_cached(item_text(), get_settings().cache_dir)
-        codes = quantise(np.ascontiguousarray(x, np.float32), codes_cfg, cfg.seed, split.counts)
-        info["sids"] = {"source": codes_cfg.source, "shape": list(codes.shape),
-                        "levels": [int(codes[:, lv].max()) + 1 for lv in range(codes.shape[1])],
-                        "collision_rate": round(float((codes[:, -1] > 0).mean()), 4),
-                        "max_suffix": int(codes[:, -1].max()), "seconds": round(time.perf_counter() - t0, 1)}
+        if codes_cfg.source == "text" and item_text is None:
+            raise NextItemError("sid_codes.source 'text' needs the item texts: pass item_text")
+        codes, built = build_codes(split.train, n_items, valid, model_cfg, codes_cfg, cfg.seed, item_text,
+                                   get_settings().cache_dir, _prefixed(progress, "sid codes: item-id model"))
+        info: dict[str, Any] = {"codes": codes_cfg.model_dump(), "config": model_cfg.model_dump(),
+                                "valid_users": len(valid[1]), **built}
         if progress is not None:
             progress(f"sid: {n_items} SIDs from {codes_cfg.source} embeddings, levels {info['sids']['levels']}, "
                      f"{info['sids']['collision_rate']:.1%} need a suffix")

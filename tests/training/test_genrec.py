@@ -16,6 +16,7 @@ from training.genrec import (
     SidRec,
     SidRecConfig,
     SidRecError,
+    build_codes,
     cooccurrence_embeddings,
     fit_sid_rec,
     ndcg_at,
@@ -172,3 +173,16 @@ def test_quantise_gives_unique_codes_with_the_popular_item_first() -> None:
     codes = quantise(x, SidCodesConfig(levels=1, codebook_size=4, balanced=False), seed=0, popularity=pop)
     assert codes.shape == (12, 2) and len({tuple(r) for r in codes.tolist()}) == 12
     assert codes[2, 1] == 0 and codes[0, 1] == 2  # the most popular of a group gets suffix 0
+
+
+def test_build_codes_per_source() -> None:
+    rows = [[0, 1, 2, 3], [1, 2, 3, 4], [4, 5, 0, 1]] * 4
+    codes, info = build_codes(rows, 6, None, SidRecConfig(), SidCodesConfig(source="item"), seed=0)
+    np.testing.assert_array_equal(codes, np.arange(6)[:, None])
+    assert info["sids"]["collision_rate"] == 0.0 and info["sids"]["levels"] == [6]
+    cfg = SidCodesConfig(source="cooccurrence", levels=1, codebook_size=2, dim=2, window=2)
+    codes, info = build_codes(rows, 6, None, SidRecConfig(), cfg, seed=0)
+    assert codes.shape == (6, 2) and len({tuple(r) for r in codes.tolist()}) == 6  # unique after the suffix
+    assert info["sids"]["levels"][0] == 2
+    with pytest.raises(SidRecError, match="item_texts"):
+        build_codes(rows, 6, None, SidRecConfig(), SidCodesConfig(source="text"), seed=0)
