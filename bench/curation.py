@@ -9,9 +9,11 @@ products, colours, cities and POIs that must survive). It is scored with the thr
 settings: ``rules`` (cue phrases and the shipped name lists), ``lexicon`` (+ person names of 105
 countries) and ``ner`` (+ spaCy's ``en_core_web_sm`` PERSON entities, the default). Recall counts a
 labelled value as removed when every character of it is inside a detection of any type (privacy);
-"typed" requires the right placeholder. ``bench/pii_sets/dev.jsonl`` is the set the rules were
-developed on; its figures are printed too, for comparison, but the test set was never looked at while
+"typed" requires the right placeholder. ``bench/pii_sets/dev*.jsonl`` are the sets the rules were
+developed on; their figures are printed too, for comparison, but the test set was never looked at while
 tuning. Definitions: :mod:`data_curation.pii_eval`.
+``dev2.jsonl`` and ``dev3.jsonl`` are further development sets by other authors; ``--dev-only`` scores
+the development sets alone (what to run while working on the scrubber).
 
 The world is the shopping generator's (20k items, 2000 tasks, PII-laden logs with an answer key).
 Sidekick runs with ``apps/shopping/curate.yaml`` (MiniLM selection; ``--embedder hashing`` swaps in
@@ -223,12 +225,15 @@ def main() -> None:
     parser.add_argument("--pii-set", type=Path, default=ROOT / "bench" / "pii_sets" / "test.jsonl",
                         help="hand-labelled PII set to score (JSONL, see data_curation/pii_eval.py)")
     parser.add_argument("--pii-only", action="store_true", help="score the labelled sets only (no curation runs)")
+    parser.add_argument("--dev-only", action="store_true",
+                        help="score the development sets only (dev*.jsonl), not the held-out --pii-set")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "curation.json")
     args = parser.parse_args()
     n = args.sessions or (50_000 if args.quick else 1_000_000)
     pii: dict[str, dict[str, Any]] = {}
     sets = ROOT / "bench" / "pii_sets"
-    for path in dict.fromkeys([args.pii_set, sets / "dev.jsonl", sets / "dev2.jsonl"]):
+    held_out = [] if args.dev_only else [args.pii_set]
+    for path in dict.fromkeys([*held_out, *sorted(sets.glob("dev*.jsonl"))]):
         if path.is_file():
             pii[path.name] = {m: _run(_PII_SET, str(path), m) for m in NAME_MODES}
     result: dict[str, Any] = {"created": time.strftime("%Y-%m-%dT%H:%M:%S"), "cpus": os.cpu_count(), "pii_sets": pii}
