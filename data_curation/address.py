@@ -25,12 +25,14 @@ from collections.abc import Iterator
 _L = r"[^\W\d_]"  # a letter of any script
 _CAP = r"[A-ZÀ-ÞĀ-ſ][^\W\d_]*(?:['’.-][^\W\d_]+)*\.?"  # capitalised word (Latin)
 _WORD = r"[^\W\d_]+(?:['’.-][^\W\d_]+)*\.?"
-_NUM = r"\d{1,5}(?:\s?[A-Za-z](?![^\W\d_]|\.))?(?:[-/]\d{1,4}[A-Za-z]?)?"
+_NUM = r"\d{1,5}(?:\s?(?:bis|ter|quater|[A-Za-z])(?![^\W\d_]|\.))?(?:[-/]\d{1,4}[A-Za-z]?)?"
 _LINK = r"(?:de|del|de la|de las|de los|da|das|do|dos|della|delle|di|du|des|la|le|les|l'|d'|van|von|der|den|het|y|e)"
 
 _PREFIX_TYPES = (
     "rua|avenida|av\\.|avda\\.?|calle|c/|carrer|avinguda|passeig|paseo|plaza|pl\\.|praça|praca|travessa|largo|"
     "estrada|rodovia|alameda|camino|carretera|ronda|via|viale|piazza|piazzale|corso|vicolo|strada|"
+    "carrera|cra\\.|kra\\.|cl\\.|diagonal|transversal|jirón|jr\\.|pasaje|psje\\.|callejón|privada|cerrada|"
+    "rruga|bulevardi|sheshi|ulice|náměstí|ulica|cesta|iela|gatvė|tänav|odos|"
     "rue|avenue|boulevard|bd\\.?|bld|chemin|allée|allee|impasse|quai|route|cours|place|"
     "ulica|ul\\.|aleja|al\\.|osiedle|os\\.|jalan|jl\\.|calea|bulevardul|str\\.|strada|ulitsa|prospekt|"
     "utca|út|odos|leoforos|sokak|cadde|caddesi|mahallesi|soi|thanon|đường|duong|phố|pho|"
@@ -49,13 +51,15 @@ _SUFFIX_WORDS = (
 _SUFFIX_LOWER_OK = "street|st\\.?|avenue|ave\\.?|road|rd\\.?|boulevard|blvd\\.?|lane|ln\\.?|drive|highway|hwy|straße|strasse|str\\."
 _SUFFIX_GLUED = (
     "straße|strasse|str\\.|weg|allee|platz|gasse|ring|damm|ufer|straat|laan|gracht|plein|kade|singel|dijk|steeg|"
-    "gatan|vägen|gata|gade|vej|gate|veien|vegen|katu|tie|polku|utca"
+    "dreef|markt|burgwal|gatan|vägen|gata|gade|vej|gate|veien|vegen|katu|tie|polku|kuja|utca|vegur|stræti|braut|"
+    "stígur|tänav|iela|gatvė|ulica|cesta|straa|stroos"
 )
 _UNIT = (
     r"(?:apt\.?|apartment|apto\.?|apartamento|appartement|app\.?|appt\.?|suite|ste\.?|unit|flat|floor|fl\.?|"
     r"room|rm\.?|piso|planta|puerta|pta\.?|esc\.?|escalera|bloco|bloque|bl\.?|dpto\.?|depto\.?|departamento|"
     r"wohnung|whg\.?|etage|étage|stock|og|lok\.?|m\.|mieszkanie|interior|interno|int\.?|scala|casa|lote|lot|plot|"
-    r"house|hse|bldg\.?|building|tower|torre|blk\.?|block|daire:?|d:|kat:?|lgh|bus|boîte|no\.?|no:|nr\.?|nº|n°|#|"
+    r"house|hse|house no\.?|villa|dorm|bldg\.?|building|tower|torre|blk\.?|block|daire:?|d:|kat:?|lgh|bus|boîte|"
+    r"no\.?|no:|nr\.?|nº|n°|#|kamar|phòng|quarto|habitación|hab\.|chambre|zimmer|stanza|oda|pmb|"
     r"д\.|дом|кв\.|квартира|корп\.|стр\.)"
 )
 _UNIT_PHRASE = rf"(?:{_UNIT}\s*[A-Za-z]?\d{{1,5}}[A-Za-z]?(?:[-/]\d{{1,4}}[A-Za-z]?)?|\d{{1,3}}(?:st|nd|rd|th|º|ª|°|\.)?\s*(?:floor|fl\.?|piso|andar|etage|étage|stock|og)|\d{{1,3}}\s?[º°ª]\s?[A-Za-z]?|{_UNIT}\s+[A-Z]\b)"
@@ -78,7 +82,14 @@ _POSTCODE = "(?:" + "|".join(_POSTCODES) + ")"
 _CORE = re.compile(
     "|".join((
         # type first, then name, then number: Rua das Flores 123 / ulica Marszałkowska 10 / Via Roma, 5
-        rf"(?i:\b(?:{_PREFIX_TYPES}))\s+(?:(?i:{_LINK})\s+)*{_WORD}(?:\s+(?:(?i:{_LINK})\s+)*{_WORD}){{0,4}}?,?\s+(?:(?i:n[º°o]|no:|nr|д|дом)\.?\s*)?{_NUM}(?![\w-])",
+        rf"(?i:\b(?:{_PREFIX_TYPES}))\s+(?:(?i:{_LINK})\s+)*(?:{_WORD}|\d{{1,2}}(?=\s+(?i:{_LINK})\s))(?:\s+(?:(?i:{_LINK})\s+)*{_WORD}){{0,4}}?,?\s+(?:(?i:n[º°o]|no:|nr|д|дом)\.?\s*)?{_NUM}(?![\w-])",
+        # Colombia and neighbours: Carrera 7 # 71-21 / Calle 26 No. 13-19 / Cl. 80 Sur # 24-10
+        r"(?i:\b(?:carrera|cra\.?|kr\.?|calle|cl\.?|avenida(?: calle| carrera)?|av\.?|ak|ac|diagonal|dg\.?|transversal|tv\.?))"
+        r"\s+\d{1,3}\s?[A-Za-z]?(?:\s(?:bis|sur|este|norte))?\s*(?:#|(?i:no\.?|n[º°]))\s*\d{1,3}\s?[A-Za-z]?\s*-\s*\d{1,3}\b",
+        # a street word then the number, in English as some countries write it: Street 14 / Road 5
+        r"(?<![\w-])(?:Street|Road|St\.?|Rd\.?|Lane|Avenue|Ave\.?|Soi|Alley)\s+\d{1,4}[A-Za-z]?\b(?=\s*,)",
+        # parcel lockers: Packstation 174 / Paczkomat WAW12A
+        r"(?i:\b(?:packstation|postfiliale|paczkomat|pakketautomaat|parcel locker|amazon locker)\s*[A-Z]{0,3}\d{1,4}[A-Z]?\b)",
         # number, then type first: 12 rue de la Paix / 45, avenida Paulista
         rf"\b{_NUM},?\s+(?i:\b(?:{_PREFIX_TYPES}))\s+(?:(?i:{_LINK})\s+)*{_WORD}(?:\s+(?:(?i:{_LINK})\s+)*{_CAP}){{0,3}}",
         # number, then name, then a street word: 221B Baker Street / 45 adeola odeku street
@@ -93,14 +104,18 @@ _CORE = re.compile(
         r"(?:〒\s?\d{3}-\d{4}\s*)?[\u3040-\u30ff\u4e00-\u9fff]{2,}\d{1,4}(?:[-‐−ー丁目番地号の]\d{1,4}){1,3}[号]?",
         # rural routes, PO boxes, GPO boxes
         r"(?i:\b(?:rr|r\.r\.|rural route|hc|star route)\s*\d{1,4}(?:,?\s*box\s*\d{1,5})?)",
-        r"(?i:\b(?:p\.?\s?o\.?\s?box|post office box|postfach|apartado(?: postal)?|caixa postal|bp|b\.p\.|gpo box)"
-        r"\s*\d{1,8}(?:-\d{3,5})?)",
+        r"(?i:\b(?:p\.?\s?o\.?\s?box|post office box|postfach|apartado(?: postal)?|caixa postal|bp|b\.p\.|gpo box|"
+        r"pmb|p\.m\.b\.?|private (?:mail )?bag|locked bag|postbus|casilla(?: de correo)?|postboks|box)"
+        r"\s*\d{1,8}(?:[- ]\d{2,5})*)",
         # a named road with the unit before it: Flat 302, Sai Residency, MG Road
         rf"(?i:\b{_UNIT})\s*[A-Za-z]?\d{{1,5}}[A-Za-z]?,\s+(?:{_CAP}\s+){{0,3}}{_CAP},\s+(?:{_CAP}\s+){{0,2}}(?i:(?:{_SUFFIX_WORDS}))(?![\w])",
     ))
 )
+_STOPWORDS = ("(?i:and|or|but|please|pls|thanks|thank|thx|by|before|after|on|at|for|asap|ok|if|so|the|it|is|i|my|we|you|"
+              "can|could|will|would|ship|send|deliver|tomorrow|today|call|ring|text|leave|door|gate|bei|por|per|para)")
 _AFTER = re.compile(
-    rf"(?:,\s*|\s+|\s*-\s*)(?:{_UNIT_PHRASE}|{_POSTCODE}(?:\s+{_CAP}(?:[ -]{_CAP}){{0,2}})?|{_CAP}(?:[ -]{_CAP}){{0,2}}(?:\s\d{{1,2}})?)(?![\w])"
+    rf"(?:,\s*|\s+|\s*-\s*)(?:(?i:{_UNIT_PHRASE})|{_POSTCODE}(?:\s+{_CAP}(?:[ -/]{_CAP}){{0,2}}|\s+(?!{_STOPWORDS}\b){_WORD}"
+    rf"(?:\s(?!{_STOPWORDS}\b){_WORD})?)?|{_CAP}(?:[ -]{_CAP}){{0,2}}(?:\s\d{{1,2}})?)(?![\w])"
 )
 _BEFORE = re.compile(rf"(?:{_UNIT_PHRASE}|{_CAP}(?:\s+{_CAP}){{0,2}})\s*,\s*$")
 _STOP_AFTER = re.compile(r"(?i)^(?:,\s*|\s+)(?:and|or|but|please|thanks|thank|pls|by|before|after|on|at|for|asap|ok|"
@@ -126,7 +141,8 @@ _ANCHOR = re.compile(
         rf"\b(?:{_UK_AREAS})\d[A-Z\d]?\s\d[ABD-HJLNP-UW-Z]{{2}}\b",  # UK post code of a real area, with its space
         r"\b[A-Z]{2}\s+[A-Z]\d[A-Z]\s?\d[A-Z]\d\b",
         rf"(?i:\b{_UNIT})\s*[A-Za-z]?\d{{1,5}}[A-Za-z]?(?:/\d{{1,5}})?(?=\s*,)",
-        r"(?i:\b(?:apt|apartment|flat|unit|suite|apto|wohnung|whg|piso|dpto|depto)\.?\s*#?\d{1,5}[A-Za-z]?\b)",
+        r"(?i:\b(?:apt|apartment|flat|unit|suite|apto|wohnung|whg|piso|dpto|depto|hse|house no|villa|dorm)\.?"
+        r"\s*#?\d{1,5}[A-Za-z]?\b|\b(?:room|rm)\.?\s*#?\d{3,5}[A-Za-z]?\b)",
         r"(?:〒\s?\d{3}-\d{4}\s*)?[\u3040-\u30ff\u4e00-\u9fff\uac00-\ud7af]*[\u4e00-\u9fff\uac00-\ud7af]"
         r"[\u3040-\u30ff\u4e00-\u9fff\uac00-\ud7af\d\-‐−]*\d+[\u3040-\u30ff\u4e00-\u9fff\uac00-\ud7af\d\-‐− ,，]*",
         # space-separated CJK / Hangul address words with numbers: 서울특별시 마포구 와우산로 94, 302동 1104호 (04066)
@@ -144,8 +160,11 @@ _BUILDINGS = ("house|court|hall|tower|towers|building|residency|residence|apartm
 _SEG_WORD = re.compile(r"[^\s,，]+")
 
 
-def _address_like(seg: str) -> bool:
-    """A comma-separated piece that can continue an address: a unit, a post code, a short place name."""
+def _address_like(seg: str, lower: bool = False) -> bool:
+    """A comma-separated piece that can continue an address: a unit, a post code, a short place name.
+    In a message written all in lower case (``lower``), a lower-case word may be a place name too."""
+    if lower:
+        seg = " ".join(w if _SEG_STOP.match(w) or w in _LOWER_OK else w[:1].upper() + w[1:] for w in seg.split(" "))
     words = _SEG_WORD.findall(seg)
     if not words or len(words) > 5 or _SEG_STOP.match(seg):
         return False
@@ -171,6 +190,9 @@ def _segment(rest: str) -> str:
     while True:
         m = re.match(r"[^,，.;:!?()\n—–]*", rest[pos:])
         pos += m.end() if m else 0
+        if pos < len(rest) and rest[pos] == "." and pos + 1 < len(rest) and rest[pos + 1].isalnum():
+            pos += 1  # "TP.HCM"
+            continue
         if pos < len(rest) and rest[pos] == "." and pos + 1 < len(rest) and rest[pos + 1] == " ":
             word = re.search(r"(\S+)$", rest[:pos])
             if word is not None and (len(word.group(1)) <= 4 or word.group(1).isdigit()):
@@ -179,19 +201,33 @@ def _segment(rest: str) -> str:
         return rest[:pos]
 
 
+def _caps(seg: str) -> str:
+    """``seg`` with each word capitalised but stop words (same length): a lower-case message's place names."""
+    return re.sub(r"[^\W\d_]+", lambda m: m.group() if _SEG_STOP.match(m.group()) or m.group() in _LOWER_OK
+                  else m.group()[:1].upper() + m.group()[1:], seg)
+
+
+_BACK_CUE = re.compile(r"(?i)(?:^|[:：]|\b(?:is|to|at|address|addr\.?|adres\w*|delivery|shipping|ship|send|deliver|"
+                       r"billing|home|office|flat|house))\s*[:：]?\s*$")
+
+
 def _extend(text: str, start: int, end: int) -> tuple[int, int]:
     """Grow [start, end) over address-like comma-separated pieces on either side (a few at most)."""
+    lower = not re.search(r"\b[A-Z][^\W\d_]", text[start:])  # no capitalised word: "calle 9 de julio 1540, piso 4 depto B"
     for _ in range(6):
-        m = re.match(r"\s*[,，]\s*|\s+-\s+|\s*/\s*|\s+", text[end:])
+        m = re.match(r"\.?\s*[,，]\s*|\s+-\s+|\s*/\s*|\s+", text[end:])
         if m is None:
             break
         rest = text[end + m.end():]
         seg = _segment(rest)
         if not seg.strip():
             break
-        if not _address_like(seg):
+        if not _address_like(seg, lower):
             # a piece like "NY 11226 please": take its address-shaped head only
-            head = re.match(rf"(?:(?i:{_UNIT_PHRASE})|(?:{_WORD}\s+){{0,3}}(?i:{_POSTCODE})(?:\s+{_CAP})?)(?![\w])", seg)
+            head = re.match(rf"(?:(?i:{_UNIT_PHRASE})|(?:{_WORD}\s+){{0,3}}(?i:{_POSTCODE})(?:\s+{_CAP})?"
+                            rf"|{_CAP}(?:\s+{_CAP}){{0,2}}(?=\s+(?:[a-z]|$)))(?![\w])", _caps(seg) if lower else seg)
+            if head is not None and not head.group()[:1].isdigit() and _SEG_STOP.match(head.group()):
+                break
             if head is None or (m.group().strip() == "" and not head):
                 break
             end = end + m.end() + head.end()
@@ -200,21 +236,39 @@ def _extend(text: str, start: int, end: int) -> tuple[int, int]:
     unit = re.search(rf"(?i)\b{_UNIT}\s*$", text[:start])
     if unit is not None:
         start = unit.start()
-    for _ in range(3):
-        m = re.search(r"[,，]\s*$", text[:start])
+    return _extend_back(text, start, lower), end
+
+
+def _extend_back(text: str, start: int, lower: bool) -> int:
+    """Grow an address start back over comma-separated pieces: units and numbered pieces at once; short
+    place names ("Bandra West", "Zamalek") when a unit or a number, a cue or the message start comes before."""
+    pending = start
+    for _ in range(5):
+        m = re.search(r"[,，]\s*$", text[:pending])
         if m is None:
             break
         seg_start = max(text.rfind(c, 0, m.start()) for c in ",，:;!?\n(") + 1
         seg = text[seg_start:m.start()]
         unit = re.search(rf"(?i)\b{_UNIT}\s*[A-Za-z]?\d{{1,5}}[A-Za-z]?(?:/\d+)?\s*$|\b{_UNIT}\s+[A-Z]\s*$", seg)
         if unit is not None:
-            start = seg_start + unit.start()
-        elif _address_like(seg) and len(_SEG_WORD.findall(seg)) <= 4 and (
+            building = re.search(rf"(?:{_CAP}\s+){{0,2}}{_CAP}\s+$", seg[: unit.start()])
+            if building is not None and re.search(rf"(?i)\b(?:{_BUILDINGS}|hall|dorm|residences?)\s+$", building.group()):
+                unit_start = seg_start + building.start()  # "Hopi Hall Rm 214"
+            else:
+                unit_start = seg_start + unit.start()
+            start = pending = unit_start
+            continue
+        if _address_like(seg, lower) and len(_SEG_WORD.findall(seg)) <= 4 and (
                 (re.search(r"\d", seg) and re.search(r"[^\W\d_]", seg)) or re.search(rf"(?i)\b(?:{_BUILDINGS})\s*$", seg)):
-            start = seg_start + len(seg) - len(seg.lstrip())  # "Flat 12, Kestrel House, 8 Pilgrim Street"
-        else:
+            start = pending = seg_start + len(seg) - len(seg.lstrip())  # "Flat 12, Kestrel House, 8 Pilgrim Street"
+            continue
+        tail = re.search(rf"(?:{_CAP}\s+){{0,2}}{_CAP}\s*$", _caps(seg) if lower else seg)
+        if tail is None or _SEG_STOP.match(tail.group()) or not _address_like(tail.group(), lower):
             break
-    return start, end
+        pending = seg_start + tail.start()
+        if _BACK_CUE.search(text[:pending]):
+            start = pending  # "Zamalek, Cairo 11211" at the start; "delivery is Kilimani, …"
+    return start
 
 
 _CUE = re.compile(

@@ -172,6 +172,9 @@ _POSTCODE_CUE = re.compile(
     rf"(?P<id>{_ZIP}|{_UKPC}|[A-Z]\d[A-Z]\s?\d[A-Z]\d|[AC-FHKNPRTV-Y]\d{{2}}\s?[AC-FHKNPRTV-Y0-9]{{4}}|\d{{4}}\s?[A-Z]{{2}}|"
     rf"\d{{4,5}}-\d{{3}}|\d{{2}}-\d{{3}}|\d{{3}}-\d{{4}}|\d{{3}}\s?\d{{3}}|\d{{4,6}})\b"
 )
+# Digital addresses: Ghana Post GPS ("GA-184-2290"), after their cue
+_GPS_ADDRESS = re.compile(r"(?i:\b(?:gps|digital address|ghanapost|ghana post)(?: address| code)?\s*(?:is|:)?\s*)"
+                          r"(?P<id>[A-Z]{2}-?\d{3,4}-?\d{3,4})\b")
 _PHONE_CANDIDATE = re.compile(r"(?<![\w+])(?:\+\s?)?\(?\d(?:[\d().\-/]|[ \t](?=[\d(+]))*\d\)?")
 _PHONE_CUE = re.compile(r"(?i)\b(?:call|phone|tel|telephone|mobile|cell|number|whatsapp|text me|reach me|fax|ring)\b")
 
@@ -300,12 +303,20 @@ def _national_ids(text: str) -> Iterator[Detection]:
 
 
 def _addresses(text: str) -> Iterator[Detection]:
-    for m in _ADDRESS.finditer(text):
-        yield Detection(m.start(), m.end(), "ADDRESS")
-    for start, end in find_addresses(text):
-        yield Detection(start, end, "ADDRESS")
-    for m in _POSTCODE_CUE.finditer(text):
-        yield Detection(m.start("id"), m.end("id"), "ADDRESS")
+    """Address spans of every rule, overlapping ones merged ("Moda Cd. 41 D" + "D:6, 34710 Kadıköy")."""
+    spans = [m.span() for m in _ADDRESS.finditer(text)]
+    spans.extend(find_addresses(text))
+    spans.extend(m.span("id") for m in _POSTCODE_CUE.finditer(text))
+    spans.extend(m.span("id") for m in _GPS_ADDRESS.finditer(text))
+    spans.sort()
+    merged: list[list[int]] = []
+    for s, e in spans:
+        if merged and s < merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], e)
+        elif e > s:
+            merged.append([s, e])
+    for s, e in merged:
+        yield Detection(s, e, "ADDRESS")
 
 
 class PhoneFinder:
