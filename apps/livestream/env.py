@@ -9,7 +9,8 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from apps.livestream.agent import DONT_KNOW, MAX_ANSWER_WORDS, find_word
+from apps.livestream.agent import DONT_KNOW, MAX_ANSWER_WORDS
+from apps.livestream.reader import find_word
 from apps.livestream.world import (
     answer_facts,
     render_fact,

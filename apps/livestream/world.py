@@ -37,6 +37,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from apps.livestream.phrasings import PhrasingPack, heldout_packs, train_packs
+
 # The vocabulary lives in apps.livestream.vocab; the `noqa: F401` names are re-exported for
 # apps.livestream.agent, which imports them from here.
 from apps.livestream.vocab import (
@@ -64,33 +66,24 @@ from apps.livestream.vocab import (
     KEY_WEIGHT,
     LEAF_ATTRS,
     MEMBER_A,
-    MEMBER_Q,
     MID_ATTRS,
-    NAMED_REFS,
-    OFF_TOPIC_Q,
-    ORDINAL_REFS,
-    ORDINALS,
+    ORDINALS,  # noqa: F401
     PALETTE,  # noqa: F401
     PRICE_A,
-    PRICE_Q,
     PRICE_RANGE,
     RING_SIZES,  # noqa: F401
     SAVOURY_INGREDIENTS,  # noqa: F401
     SHADES,  # noqa: F401
     SKIN_TYPES,  # noqa: F401
     STOCK_A,
-    STOCK_Q,
     STOCK_SOLD_OUT_A,
     SUFFIX_UNITS,
     SWEET_INGREDIENTS,  # noqa: F401
     TAXONOMY,
     THIS_ONE_CMP_REFS,
-    THIS_ONE_REFS,
     THRESHOLDS,
     TOP_ATTRS,
     TOP_KEYS,
-    UNANSWERABLE_Q,
-    UNIQUE_LEAF_REFS,
     VALUE_A,
     VALUE_Q,
     AttrSpec,
@@ -103,6 +96,8 @@ from infra.layout import CATALOG_FILE, LOGS_FILE, TASKS_FILE
 from infra.recordio import RecordWriter
 
 STREAMS_FILE = "streams.jsonl"
+HELDOUT_DIR = "heldout"
+"""``<world>/heldout/tasks.jsonl``: questions in wordings no training family uses (never trained on)."""
 TASK_KINDS = ("question", "comparison", "unanswerable", "off_topic")
 SPECIAL_FACTS = ("price", "stock")
 """Fact names that refer to ``Item`` fields rather than to ``Item.attributes``."""
@@ -127,6 +122,10 @@ class LivestreamWorldConfig(BaseModel):
     viewers: int = Field(default=500, ge=1, description="Distinct viewers in the logs. Default 500.")
     unanswerable_fraction: float = Field(
         default=0.1, ge=0, le=1, description="Share of questions about a product but not in its fact sheet."
+    )
+    heldout_questions: int = Field(
+        default=600, ge=0, description="Questions worded only by the held-out phrasing families "
+        "(apps/livestream/phrasings/heldout/), written to heldout/tasks.jsonl for evaluation. Default 600.",
     )
     off_topic_fraction: float = Field(
         default=0.1, ge=0, le=1, description="Share of questions not about the products (chit-chat)."
@@ -387,15 +386,20 @@ class _Draft:
     template: str = ""
     reference: str = "none"
     probe: str | int | None = None
+    family: str = "base"
 
 
 @dataclass(frozen=True)
 class _Ref:
-    """How the viewer names the product: its text and kind (this_one, ordinal, named)."""
+    """How the viewer names the product: its text and kind (this_one, previous, ordinal, named, brand, leaf)."""
 
     product: _Product
     text: str
     kind: str
+
+
+class _NoWording(Exception):
+    """The family has no wording for this question: the caller draws another question."""
 
 
 def _typo(rng: random.Random, template: str) -> str:
@@ -433,41 +437,82 @@ def _say(rng: random.Random, template: str, **slots: Any) -> str:
 def _pick(rng: random.Random, templates: Sequence[str], ref: _Ref) -> tuple[int, str]:
     """A template and its index; one without ``{ref}`` only for the product on screen."""
     allowed = [(i, t) for i, t in enumerate(templates) if "{ref}" in t or ref.kind == "this_one"]
+    if not allowed:
+        raise _NoWording
     return rng.choice(allowed)
 
 
-def _named(rng: random.Random, product: _Product, stream_leaves: list[str]) -> str:
-    pool = NAMED_REFS + (UNIQUE_LEAF_REFS if stream_leaves.count(product.leaf) == 1 else ())
-    return rng.choice(pool).format(brand=product.brand, leaf=product.leaf, that=product.that)
+def _ref_text(rng: random.Random, pack: PhrasingPack, kind: str, product: _Product, stream: Stream) -> str:
+    position = stream.item_ids.index(product.item.item_id) + 1
+    template = rng.choice(pack.refs[kind])
+    return template.format(leaf=product.leaf, this=product.this, that=product.that, brand=product.brand,
+                           ord=pack.ordinal(position), n=position)
 
 
-def _ordinal(rng: random.Random, stream: Stream, product: _Product) -> str:
-    position = stream.item_ids.index(product.item.item_id)
-    return rng.choice(ORDINAL_REFS).format(ord=ORDINALS[position], n=position + 1)
+def _unique_kinds(pack: PhrasingPack, product: _Product, stream: Stream, products: dict[str, _Product]) -> list[str]:
+    """Name-based reference kinds the pack has that pick out ``product`` alone on ``stream``."""
+    shown = [products[i] for i in stream.item_ids]
+    kinds = ["named"]
+    if sum(p.brand == product.brand for p in shown) == 1:
+        kinds.append("brand")
+    if sum(p.leaf == product.leaf for p in shown) == 1:
+        kinds.append("leaf")
+    return [k for k in kinds if pack.refs.get(k)]
+
+
+def _named(rng: random.Random, pack: PhrasingPack, product: _Product, stream: Stream,
+           products: dict[str, _Product]) -> _Ref:
+    """The product by name: brand + noun, or brand or noun alone when that is unique on the stream."""
+    kinds = _unique_kinds(pack, product, stream, products)
+    if not kinds:
+        raise _NoWording
+    weights = [3.0 if k == "named" else 1.0 for k in kinds]
+    kind = rng.choices(kinds, weights=weights)[0]
+    return _Ref(product, _ref_text(rng, pack, kind, product, stream), kind)
+
+
+def _ordinal(rng: random.Random, pack: PhrasingPack, stream: Stream, product: _Product) -> _Ref:
+    if not pack.refs.get("ordinal"):
+        raise _NoWording
+    return _Ref(product, _ref_text(rng, pack, "ordinal", product, stream), "ordinal")
 
 
 def _reference(
-    rng: random.Random, stream: Stream, ts: int, products: dict[str, _Product], this_one_share: float
+    rng: random.Random, stream: Stream, ts: int, products: dict[str, _Product], this_one_share: float,
+    pack: PhrasingPack,
 ) -> _Ref:
     """The product a viewer asks about at ``ts`` and how they name it (on-screen products are favoured)."""
     on_screen = stream.on_screen(ts)
-    if on_screen is not None and rng.random() < this_one_share:
+    if on_screen is not None and rng.random() < this_one_share and pack.refs.get("this_one"):
         product = products[on_screen]
-        return _Ref(product, rng.choice(THIS_ONE_REFS).format(leaf=product.leaf, this=product.this), "this_one")
+        return _Ref(product, _ref_text(rng, pack, "this_one", product, stream), "this_one")
+    position = stream.item_ids.index(on_screen) if on_screen is not None else -1
+    if position >= 1 and rng.random() < 0.15 and pack.refs.get("previous"):
+        product = products[stream.item_ids[position - 1]]
+        return _Ref(product, _ref_text(rng, pack, "previous", product, stream), "previous")
     if on_screen is not None and rng.random() < 0.4:
         product = products[on_screen]
     else:
         product = products[rng.choice(stream.shown_by(ts))]
-    if rng.random() < 0.25:
-        return _Ref(product, _ordinal(rng, stream, product), "ordinal")
-    leaves = [products[i].leaf for i in stream.item_ids]
-    return _Ref(product, _named(rng, product, leaves), "named")
+    if rng.random() < 0.25 and pack.refs.get("ordinal"):
+        return _ordinal(rng, pack, stream, product)
+    return _named(rng, pack, product, stream, products)
 
 
-def _pick_key(rng: random.Random, ref: _Ref) -> str:
+def _slots(pack: PhrasingPack, key: str) -> list[str]:
+    """The question types the pack can ask about fact ``key``."""
+    if key in SPECIAL_FACTS:
+        return [key] if pack.slot(key) else []
+    return [group for group in ("bool", "member", "threshold", "value") if pack.slot(f"{group}.{key}")]
+
+
+def _pick_key(rng: random.Random, ref: _Ref, pack: PhrasingPack) -> str:
     """A fact to ask about, weighted by how often viewers ask it (never the brand they just named)."""
     names = [k for k in ref.product.item.attributes if k in VALUE_Q or k in BOOL_Q]
-    keys = ["price", "stock"] + [k for k in names if not (k == "brand" and ref.kind == "named")]
+    keys = ["price", "stock"] + [k for k in names if not (k == "brand" and ref.kind in ("named", "brand"))]
+    keys = [k for k in keys if _slots(pack, k)]
+    if not keys:
+        raise _NoWording
     return rng.choices(keys, weights=[KEY_WEIGHT.get(k, 2.0) for k in keys])[0]
 
 
@@ -475,19 +520,23 @@ def _fact(product: _Product, name: str) -> str:
     return f"{product.item.item_id}.{name}"
 
 
-def _price_or_stock_draft(rng: random.Random, ref: _Ref, key: str) -> _Draft:
+def _template_id(pack: PhrasingPack, qtype: str, key: str, index: int) -> str:
+    return f"{qtype}:{key}:{index}" if pack.family == "base" else f"{pack.family}/{qtype}:{key}:{index}"
+
+
+def _price_or_stock_draft(rng: random.Random, ref: _Ref, key: str, pack: PhrasingPack) -> _Draft:
     item = ref.product.item
     assert item.price is not None and item.stock is not None, "generated items always have price and stock"
+    index, template = _pick(rng, pack.slot(key), ref)
     if key == "price":
-        index, template = _pick(rng, PRICE_Q, ref)
         discount = render_fact("discount_percent", item.attributes["discount_percent"])
         answer = rng.choice(PRICE_A).format(p=render_fact("price", item.price), d=discount)
         facts = [_fact(ref.product, "price"), _fact(ref.product, "discount_percent")]
     else:
-        index, template = _pick(rng, STOCK_Q, ref)
         answer = rng.choice(STOCK_A).format(n=item.stock) if item.stock > 0 else STOCK_SOLD_OUT_A
         facts = [_fact(ref.product, "stock")]
-    return _Draft("question", _say(rng, template, ref=ref.text), answer, facts, template=f"{key}:{key}:{index}")
+    return _Draft("question", _say(rng, template, ref=ref.text), answer, facts,
+                  template=_template_id(pack, key, key, index))
 
 
 def _probe(rng: random.Random, values: list[str], pool: tuple[str, ...]) -> str:
@@ -498,36 +547,45 @@ def _probe(rng: random.Random, values: list[str], pool: tuple[str, ...]) -> str:
     return rng.choice(missing)
 
 
-def _attribute_draft(rng: random.Random, ref: _Ref, key: str) -> _Draft:
+def _attribute_draft(rng: random.Random, ref: _Ref, key: str, pack: PhrasingPack) -> _Draft:
     """A question on one fact: its value, yes/no on a flag, membership in a list, or a threshold."""
     product = ref.product
     value = product.item.attributes[key]
     v = render_fact(key, value)
     probe: str | int | None = None
+    slots = _slots(pack, key)
     if isinstance(value, bool):
-        index, template = _pick(rng, BOOL_Q[key], ref)
+        if "bool" not in slots:
+            raise _NoWording
+        index, template = _pick(rng, pack.slot(f"bool.{key}"), ref)
         qtype, answer = "bool", BOOL_A[key][0 if value else 1]
-    elif isinstance(value, list) and key in MEMBER_Q and rng.random() < 0.5:
-        index, template = _pick(rng, MEMBER_Q[key], ref)
+    elif isinstance(value, list) and "member" in slots and (rng.random() < 0.5 or "value" not in slots):
+        index, template = _pick(rng, pack.slot(f"member.{key}"), ref)
         probe = _probe(rng, value, product.specs[key].values)
         qtype, answer = "member", MEMBER_A[key][0 if probe in value else 1].format(v=v, probe=probe)
-    elif isinstance(value, int) and key in THRESHOLDS and rng.random() < 0.4:
+    elif isinstance(value, int) and "threshold" in slots and (rng.random() < 0.4 or "value" not in slots):
         rule = THRESHOLDS[key]
-        index, template = _pick(rng, rule.questions, ref)
+        index, template = _pick(rng, pack.slot(f"threshold.{key}"), ref)
         spread = max(2, value // 3)
         probe = max(1, value + rng.randint(-spread, spread))
         yes = value <= probe if rule.yes_when == "le" else value >= probe
         qtype, answer = "threshold", rule.answers[0 if yes else 1].format(v=v, n=value)
-    else:
-        index, template = _pick(rng, VALUE_Q[key], ref)
+    elif "value" in slots:
+        index, template = _pick(rng, pack.slot(f"value.{key}"), ref)
         qtype, answer = "value", rng.choice(VALUE_A[key]).format(v=v, n=value)
+    else:
+        raise _NoWording
     text = _say(rng, template, ref=ref.text, probe=probe, x=probe)
-    return _Draft("question", text, answer, [_fact(product, key)], template=f"{qtype}:{key}:{index}", probe=probe)
+    return _Draft("question", text, answer, [_fact(product, key)], template=_template_id(pack, qtype, key, index),
+                  probe=probe)
 
 
-def _question_draft(rng: random.Random, ref: _Ref) -> _Draft:
-    key = _pick_key(rng, ref)
-    draft = _price_or_stock_draft(rng, ref, key) if key in SPECIAL_FACTS else _attribute_draft(rng, ref, key)
+def _question_draft(rng: random.Random, ref: _Ref, pack: PhrasingPack) -> _Draft:
+    key = _pick_key(rng, ref, pack)
+    if key in SPECIAL_FACTS:
+        draft = _price_or_stock_draft(rng, ref, key, pack)
+    else:
+        draft = _attribute_draft(rng, ref, key, pack)
     draft.item_ids = [ref.product.item.item_id]
     draft.reference = ref.kind
     return draft
@@ -540,22 +598,28 @@ def _compare_value(product: _Product, key: str) -> int | float:
 
 
 def _comparison_draft(
-    rng: random.Random, stream: Stream, ts: int, products: dict[str, _Product], first: _Ref
+    rng: random.Random, stream: Stream, ts: int, products: dict[str, _Product], first: _Ref, pack: PhrasingPack
 ) -> _Draft:
     """Which of two products on the stream wins on price, shipping, discount, warranty, battery, …"""
     a = first.product
     others = [i for i in stream.shown_by(ts) if i != a.item.item_id]
     others = others or [i for i in stream.item_ids if i != a.item.item_id]
     b = products[rng.choice(others)]
-    leaves = [products[i].leaf for i in stream.item_ids]
-    b_text = _ordinal(rng, stream, b) if rng.random() < 0.3 else _named(rng, b, leaves)
+    b_ref = _ordinal(rng, pack, stream, b) if rng.random() < 0.3 and pack.refs.get("ordinal") else \
+        _named(rng, pack, b, stream, products)
     a_text = first.text
-    if first.kind == "this_one":
+    if first.kind == "this_one" and pack.family == "base":
         a_text = rng.choice(THIS_ONE_CMP_REFS).format(leaf=a.leaf, this=a.this)
-    keys = [k for k in COMPARISONS if k == "price" or (k in a.item.attributes and k in b.item.attributes)]
+    elif first.kind == "this_one" and a_text.strip().lower() in ("it", "es", "es ist", "ça"):
+        raise _NoWording  # "it or the Voltix earbuds" does not read as a comparison
+    keys = [k for k in COMPARISONS if (k == "price" or (k in a.item.attributes and k in b.item.attributes))
+            and pack.slot(f"comparison.{k}")]
+    if not keys:
+        raise _NoWording
     key = rng.choices(keys, weights=[4.0 if k == "price" else 1.0 for k in keys])[0]
     rule = COMPARISONS[key]
-    index = rng.randrange(len(rule.questions))
+    questions = pack.slot(f"comparison.{key}")
+    index = rng.randrange(len(questions))
     va, vb = _compare_value(a, key), _compare_value(b, key)
     if va == vb:
         answer = rule.tie.format(v=render_fact(key, va))
@@ -565,48 +629,69 @@ def _comparison_draft(
         vw, vl = (va, vb) if a_wins else (vb, va)
         verb = rule.verb[1 if winner.plural else 0]
         answer = f"The {winner.short} {verb}: {render_fact(key, vw)} vs {render_fact(key, vl)}."
-    text = _say(rng, rule.questions[index], a=a_text, b=b_text)
+    text = _say(rng, questions[index], a=a_text, b=b_ref.text)
     return _Draft(
         "comparison", text, answer, [_fact(a, key), _fact(b, key)], [a.item.item_id, b.item.item_id],
-        template=f"comparison:{key}:{index}", reference=first.kind,
+        template=_template_id(pack, "comparison", key, index), reference=first.kind,
     )
 
 
-def _unanswerable_draft(rng: random.Random, ref: _Ref) -> _Draft:
+def _unanswerable_draft(rng: random.Random, ref: _Ref, pack: PhrasingPack) -> _Draft:
     """About the product, but its fact sheet does not say: a fact its category has elsewhere, or beyond any."""
     attrs = ref.product.item.attributes
     absent = [k for k in TOP_KEYS[ref.product.top] + ["warranty_months"] if k not in attrs]
-    absent = [k for k in dict.fromkeys(absent) if k in VALUE_Q or k in BOOL_Q]
-    if absent and rng.random() < 0.6:
+    absent = [k for k in dict.fromkeys(absent) if pack.slot(f"value.{k}") or pack.slot(f"bool.{k}")]
+    generic = [t for t in pack.unanswerable if "{ref}" in t or ref.kind == "this_one"]
+    if absent and (rng.random() < 0.6 or not generic):
         key = rng.choice(absent)
-        index, template = _pick(rng, VALUE_Q.get(key) or BOOL_Q[key], ref)
-        name = f"unanswerable:{key}:{index}"
+        group = "value" if pack.slot(f"value.{key}") else "bool"
+        index, template = _pick(rng, pack.slot(f"{group}.{key}"), ref)
+        name = _template_id(pack, "unanswerable", key, index)
     else:
-        index, template = _pick(rng, UNANSWERABLE_Q, ref)
-        name = f"unanswerable:generic:{index}"
+        index, template = _pick(rng, pack.unanswerable, ref)
+        name = _template_id(pack, "unanswerable", "generic", index)
     text = _say(rng, template, ref=ref.text)
     return _Draft("unanswerable", text, "", [], [ref.product.item.item_id], template=name, reference=ref.kind)
 
 
-def _off_topic_draft(rng: random.Random, stream: Stream) -> _Draft:
-    index = rng.randrange(len(OFF_TOPIC_Q))
-    text = _say(rng, OFF_TOPIC_Q[index], host=stream.host)
-    return _Draft("off_topic", text, "", template=f"off_topic:generic:{index}")
+def _off_topic_draft(rng: random.Random, stream: Stream, pack: PhrasingPack) -> _Draft:
+    if not pack.off_topic:
+        raise _NoWording
+    index = rng.randrange(len(pack.off_topic))
+    text = _say(rng, pack.off_topic[index], host=stream.host)
+    return _Draft("off_topic", text, "", template=_template_id(pack, "off_topic", "generic", index))
 
 
 def _make_draft(
-    rng: random.Random, kind: str, stream: Stream, ts: int, products: dict[str, _Product], this_one_share: float
+    rng: random.Random, kind: str, stream: Stream, ts: int, products: dict[str, _Product], this_one_share: float,
+    packs: Sequence[PhrasingPack],
 ) -> _Draft:
-    """One viewer question of ``kind`` asked ``ts`` seconds into ``stream``."""
+    """One viewer question of ``kind`` asked ``ts`` seconds into ``stream``, worded by one of ``packs``
+    (drawn uniformly; another draw when that family cannot word the question)."""
+    for _ in range(50):
+        pack = rng.choice(packs)
+        try:
+            draft = _draft_in(rng, kind, stream, ts, products, this_one_share, pack)
+        except _NoWording:
+            continue
+        draft.family = pack.family
+        return draft
+    raise ValueError(f"no phrasing family can word a {kind!r} question on {stream.stream_id} at {ts}s")
+
+
+def _draft_in(
+    rng: random.Random, kind: str, stream: Stream, ts: int, products: dict[str, _Product], this_one_share: float,
+    pack: PhrasingPack,
+) -> _Draft:
     if kind == "off_topic":
-        return _off_topic_draft(rng, stream)
-    ref = _reference(rng, stream, ts, products, this_one_share)
+        return _off_topic_draft(rng, stream, pack)
+    ref = _reference(rng, stream, ts, products, this_one_share, pack)
     if kind == "question":
-        return _question_draft(rng, ref)
+        return _question_draft(rng, ref, pack)
     if kind == "comparison":
-        return _comparison_draft(rng, stream, ts, products, ref)
+        return _comparison_draft(rng, stream, ts, products, ref, pack)
     if kind == "unanswerable":
-        return _unanswerable_draft(rng, ref)
+        return _unanswerable_draft(rng, ref, pack)
     raise ValueError(f"unknown task kind {kind!r} (expected one of {TASK_KINDS})")
 
 
@@ -649,9 +734,8 @@ def _attendance(rng: random.Random, viewers: int, n_streams: int) -> tuple[list[
     return pairs, weights
 
 
-def _kinds(rng: random.Random, config: LivestreamWorldConfig) -> list[str]:
-    """Exactly round(fraction * questions) of each kind, shuffled."""
-    n = config.questions
+def _kinds(rng: random.Random, config: LivestreamWorldConfig, n: int) -> list[str]:
+    """Exactly round(fraction * n) of each kind, shuffled."""
     counts = {
         "unanswerable": round(n * config.unanswerable_fraction),
         "off_topic": round(n * config.off_topic_fraction),
@@ -665,11 +749,15 @@ def _kinds(rng: random.Random, config: LivestreamWorldConfig) -> list[str]:
 
 def _ask_questions(
     config: LivestreamWorldConfig, streams: list[Stream], products: dict[str, _Product],
-    pairs: list[tuple[int, int]], weights: list[float],
+    pairs: list[tuple[int, int]], weights: list[float], heldout: bool = False,
 ) -> list[_Asked]:
-    """All viewer questions in time order, with task ids ``ls-q-000001``…"""
-    rng = random.Random(f"livestream:{config.seed}:questions")
-    kinds = _kinds(rng, config)
+    """All viewer questions in time order, with task ids ``ls-q-000001``… worded by the training families,
+    or (``heldout``) the held-out questions ``ls-h-000001``… worded by the held-out families only."""
+    rng = random.Random(f"livestream:{config.seed}:{'heldout' if heldout else 'questions'}")
+    packs = heldout_packs() if heldout else train_packs()
+    if not packs:
+        return []
+    kinds = _kinds(rng, config, config.heldout_questions if heldout else config.questions)
     chosen = rng.choices(range(len(pairs)), cum_weights=list(itertools.accumulate(weights)), k=len(kinds))
     asked: list[_Asked] = []
     for kind, pair in zip(kinds, chosen, strict=True):
@@ -678,11 +766,11 @@ def _ask_questions(
             ts = rng.randrange(stream.duration_s)
         else:
             ts = rng.randrange(stream.windows[0][0], stream.windows[-1][1])
-        draft = _make_draft(rng, kind, stream, ts, products, config.this_one_fraction)
+        draft = _make_draft(rng, kind, stream, ts, products, config.this_one_fraction, packs)
         asked.append(_Asked(pair, stream, ts, draft))
     asked.sort(key=lambda a: a.stream.start_ts + a.ts)  # stable: ties keep generation order
     for number, a in enumerate(asked, start=1):
-        a.task_id = f"ls-q-{number:06d}"
+        a.task_id = f"ls-{'h' if heldout else 'q'}-{number:06d}"
     return asked
 
 
@@ -693,7 +781,8 @@ def _session_id(attendance: int) -> str:
 def _to_task(a: _Asked) -> Task:
     """The task record for one asked question (constraints and meta as documented at the top)."""
     d = a.draft
-    meta: dict[str, Any] = {"template": d.template, "reference": d.reference, "session_id": _session_id(a.attendance)}
+    meta: dict[str, Any] = {"template": d.template, "reference": d.reference, "family": d.family,
+                            "session_id": _session_id(a.attendance)}
     if d.probe is not None:
         meta["probe"] = d.probe
     return Task(
@@ -793,11 +882,15 @@ def generate_livestream_world(
     pairs, weights = _attendance(random.Random(f"livestream:{config.seed}:viewers"), config.viewers, len(streams))
     asked = _ask_questions(config, streams, products, pairs, weights)
     tasks = [_to_task(a) for a in asked]
+    heldout = [_to_task(a) for a in _ask_questions(config, streams, products, pairs, weights, heldout=True)]
+    for task in heldout:
+        task.meta.pop("session_id", None)  # held-out viewers' chats are not in the logs
     sessions = _build_sessions(config, streams, pairs, asked)
     counts: dict[str, Any] = {
         "items": _write(out / CATALOG_FILE, Item, [p.item for p in products.values()], progress),
         "streams": _write(out / STREAMS_FILE, Stream, streams, progress),
         "tasks": _write(out / TASKS_FILE, Task, tasks, progress),
+        "heldout_tasks": _write(out / HELDOUT_DIR / TASKS_FILE, Task, heldout, progress) if heldout else 0,
         "sessions": _write(out / LOGS_FILE, Session, sessions, progress),
         "tasks_by_kind": {kind: sum(t.kind == kind for t in tasks) for kind in TASK_KINDS},
     }

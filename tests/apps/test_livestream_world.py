@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from apps.livestream.world import (
+from apps.livestream.phrasings import heldout_packs, train_packs
+from apps.livestream.vocab import (
     BOOL_A,
     BOOL_Q,
     COMPARISONS,
@@ -23,12 +24,14 @@ from apps.livestream.world import (
     MID_ATTRS,
     PRICE_Q,
     STOCK_Q,
-    STREAMS_FILE,
     THRESHOLDS,
     TOP_ATTRS,
     UNANSWERABLE_Q,
     VALUE_A,
     VALUE_Q,
+)
+from apps.livestream.world import (
+    STREAMS_FILE,
     LivestreamWorldConfig,
     Stream,
     answer_facts,
@@ -42,8 +45,6 @@ from infra.manifest import read_manifest
 from infra.recordio import read_records
 
 WORLD_FILES = (CATALOG_FILE, STREAMS_FILE, TASKS_FILE, LOGS_FILE)
-ORDINAL_WORDS = ("first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth", "ninth", "tenth",
-                 "eleventh", "twelfth")
 TINY = LivestreamWorldConfig(
     seed=7, streams=6, products_per_stream_min=3, products_per_stream_max=7, questions=400, viewers=40
 )
@@ -171,7 +172,7 @@ def test_answerable_facts_resolve_and_are_stated_in_the_answer(world: World) -> 
 def test_yes_no_answers_follow_the_fact(world: World) -> None:
     checked = 0
     for task in world.tasks:
-        qtype, _, key = task.meta["template"].partition(":")
+        qtype, _, key = task.meta["template"].rpartition("/")[2].partition(":")
         key = key.partition(":")[0]
         if qtype not in ("bool", "member", "threshold"):
             continue
@@ -201,7 +202,7 @@ def test_comparisons_name_the_right_winner(world: World) -> None:
         assert a != b and task.constraints["item_id"] == a
         stream = world.streams[task.constraints["stream_id"]]
         assert a in stream.item_ids and b in stream.item_ids
-        key = task.meta["template"].split(":")[1]
+        key = task.meta["template"].rpartition("/")[2].split(":")[1]
         va, vb = answer_facts(task, world.catalog).values()
         assert isinstance(va, int | float) and isinstance(vb, int | float)
         answer = task.answer or ""
@@ -227,7 +228,7 @@ def test_unanswerable_and_off_topic_have_no_answer_and_the_right_share(world: Wo
         if task.kind == "off_topic":
             assert task.constraints["item_id"] is None and task.constraints["item_ids"] == []
             continue
-        key = task.meta["template"].split(":")[1]
+        key = task.meta["template"].rpartition("/")[2].split(":")[1]
         if key != "generic":  # asks about a fact this product's sheet does not have
             assert key not in world.catalog[_item_of(task)].attributes, task.task_id
 
@@ -263,6 +264,7 @@ def test_every_task_is_about_products_on_its_stream(world: World) -> None:
 
 
 def test_references_resolve_to_the_ground_truth_item(world: World) -> None:
+    packs = {p.family: p for p in (*train_packs(), *heldout_packs())}
     seen: set[str] = set()
     for task in world.tasks:
         if task.kind == "off_topic":
@@ -271,16 +273,25 @@ def test_references_resolve_to_the_ground_truth_item(world: World) -> None:
         item = world.catalog[_item_of(task)]
         text = task.messages[0].content.lower()
         reference = task.meta["reference"]
+        pack = packs[task.meta["family"]]
         seen.add(reference)
+        on_screen = stream.on_screen(task.constraints["ts_offset_s"])
         if reference == "this_one":
-            assert stream.on_screen(task.constraints["ts_offset_s"]) == item.item_id, task.task_id
+            assert on_screen == item.item_id, task.task_id
+        elif reference == "previous":  # the product shown just before the one on screen
+            assert on_screen is not None
+            assert stream.item_ids.index(on_screen) - 1 == stream.item_ids.index(item.item_id), task.task_id
         elif reference == "ordinal":
             position = stream.item_ids.index(item.item_id)
-            assert ORDINAL_WORDS[position] in text or str(position + 1) in text, (task.task_id, text)
+            assert pack.ordinal(position + 1).lower() in text or str(position + 1) in text, (task.task_id, text)
+        elif reference == "brand":  # the brand alone names one product of the stream
+            brand = str(item.attributes["brand"])
+            assert brand.lower() in text, (task.task_id, text)
+            assert sum(world.catalog[i].attributes.get("brand") == brand for i in stream.item_ids) == 1
         else:
-            assert reference == "named"
+            assert reference in ("named", "leaf"), reference
             assert item.category_path[-1].lower() in text, (task.task_id, text)
-    assert seen == {"this_one", "ordinal", "named"}
+    assert {"this_one", "ordinal", "named"} <= seen
 
 
 def test_questions_are_varied(world: World) -> None:
@@ -334,7 +345,8 @@ def test_progress_counts_every_record(tmp_path: Path) -> None:
     calls: list[int] = []
     config = TINY.model_copy(update={"questions": 50, "streams": 2})
     counts = generate_livestream_world(config, tmp_path, calls.append)
-    assert sum(calls) == counts["items"] + counts["streams"] + counts["tasks"] + counts["sessions"]
+    assert sum(calls) == counts["items"] + counts["streams"] + counts["tasks"] + counts["heldout_tasks"] + \
+        counts["sessions"]
 
 
 def test_config_rejects_inconsistent_options() -> None:
