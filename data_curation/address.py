@@ -44,7 +44,8 @@ _SUFFIX_WORDS = (
     "highway|hwy|trail|alley|plaza|pike|quay|wharf|path|green|park|rise|vale|view|heights|estate|marg|nagar|"
     "layout|colony|sector|block|cross|main|straße|strasse|str\\.|weg|allee|platz|gasse|ring|damm|ufer|"
     "straat|laan|gracht|plein|kade|singel|dijk|steeg|gatan|vägen|gata|gade|vej|gate|veien|vegen|katu|tie|polku|"
-    "utca|caddesi|cad\\.|cd\\.|sokak|sokağı|sk\\."
+    "utca|caddesi|cad\\.|cd\\.|sokak|sokağı|sk\\.|iela|gatvė|tänav|maantee|puiestee|prospektas|cesta|ulica|út|"
+    "körút|krt\\.|tér|náměstí|třída|ulice|vegur|gata"
 )
 # Street words that may be written in lower case ("45 adeola odeku street"); the others ("gate", "view",
 # "park", "hill") count only capitalised, so "678, call when at the gate" is no address.

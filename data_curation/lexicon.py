@@ -114,6 +114,7 @@ mat mattress mixer monitor mouse mug necklace oven pan pants parka pillow plante
 recliner ring rug sandals scarf shirt shoes shorts skirt sneakers socks sofa speaker stool stroller suit sweater
 table tablet tee tent tights toaster top tote towel trainers trench trousers tshirt umbrella vacuum vase vest wallet
 watch blender mixer reader router phone tv console controller lens tripod drone scooter bike helmet
+perfume fragrance cologne parfum eau lipstick mascara serum foundation palette gloss candle candles diffuser
 hotel hostel museum gallery cathedral church palace castle tower bridge market park garden square station airport
 beach temple shrine mosque chapel abbey library theatre theater cafe café restaurant bar bistro bakery fountain
 falls lake river mountain hill island bay harbour harbor pier zoo aquarium stadium arena

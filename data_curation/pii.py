@@ -58,7 +58,7 @@ class Detection:
 
 # -- structured types ----------------------------------------------------------------------------
 _EMAIL = re.compile(
-    r"(?<![\w.%+'-])[\w][\w.%+'-]*@(?:[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?\.)+[A-Za-z]{2,24}(?![\w-])"
+    r"(?<![\w.%+'-])[\w][\w.%+'-]*@(?:[^\W_](?:[\w-]*[^\W_])?\.)+(?:[A-Za-z]{2,24}|xn--[a-z0-9-]+)(?![\w-])"
     r"|(?<![\w.+-])[\w.+-]+\s*[\[(]at[\])]\s*[\w-]+(?:\s*(?:[\[(]dot[\])]|\.)\s*[\w-]+)+"
     # "lena dot k at gmx dot de": spelt-out forms need a known top-level domain at the end
     r"|(?i:(?<![\w.+-])[\w.+-]+(?:\s+dot\s+[\w+-]+)*\s+at\s+[\w-]+(?:\s+dot\s+[\w-]+)*(?:\s+dot\s+|\.)"
@@ -80,11 +80,14 @@ _ORDER_WORDS = (
     r"order|confirmation|tracking|invoice|booking|reference|ref|parcel|shipment|consignment|awb|waybill|"
     r"pedido|encomenda|commande|bestellung|beställning|bestilling|bestelling|tilaus|ordine|comanda|zamówienie|"
     r"objednávka|sipariş|заказ|замовлення|đơn hàng|mã|rechnung|factura|fattura|facture|reserva|prenotazione|"
-    r"réservation|buchung|dhl|ups|fedex|usps|dpd|gls|ems|sendung|pnr|№|注文番号|订单号|訂單號|주문번호|رقم الطلب|الطلب رقم"
+    r"réservation|buchung|dhl|ups|fedex|usps|dpd|gls|ems|sendung|pnr|№|注文番号|订单号|訂單號|주문번호|رقم الطلب|الطلب رقم|"
+    r"package|return|claim|ticket|case|transaction|txn|receipt|purchase|delivery|kundennummer|auftrag|lieferschein|"
+    r"bon de commande|numéro de commande|número de pedido|numero d'ordine|nr zamówienia|sipariş no|siparis|"
+    r"customer (?:no|number|id)|rma|return label|pedido nº|paquete|colis|pacco|przesyłka|посылка|отправление"
 )
 _ORDER_CUE = re.compile(
-    rf"(?i:\b(?:{_ORDER_WORDS})(?:\s+(?:no\.?|nr\.?|n\.|nº|number|num|id|code|draft|is|says|#))*)"
-    r"\s*[:#]?\s*(?P<id>#?[A-Za-z0-9][A-Za-z0-9-]{4,30})\b"
+    rf"(?i:(?:\b|(?<=\W))(?:{_ORDER_WORDS})(?:\s*(?:no\.?|nr\.?|n\.|nº|n°|№|number|num|id|code|draft|is|was|says|#))*)"
+    r"\s*[:#]?\s*(?P<id>#?[A-Za-z0-9](?:[A-Za-z0-9-]|/(?=[A-Za-z0-9])){4,30})(?![\w/])"
 )
 _ORDER_CONTEXT = re.compile(rf"(?i)\b(?:{_ORDER_WORDS})\b")
 _ORDER_SHAPES = re.compile(
@@ -94,7 +97,10 @@ _ORDER_SHAPES = re.compile(
     r"|\b[A-Z]{1,3}\d{12,22}\b"  # long carrier numbers (JD0146…)
     r"|\b\d{3}-\d{7}-\d{3,7}\b"  # marketplace order numbers
     r"|\b(?=[\w-]*[A-Z])\d{2,6}-[A-Z0-9]{2,8}(?:-[A-Z0-9]{2,8})+\b"  # 7781-2290-RU, 99-SA-482751
+    r"|\b[A-Z]{2,5}[/-]20\d{2}[/-]\d{1,4}(?:[/-]\d{1,8})?\b"  # INV/2025/04417, AB-2025/11/0093
+    r"|\b20\d{2}(?:0[1-9]|1[0-2])(?:0[1-9]|[12]\d|3[01])-\d{3,8}\b"  # 20251104-0087: date-stamped
 )
+_DATE = re.compile(r"\d{1,4}[/.-]\d{1,2}(?:[/.-]\d{2,4})?")
 _ORDER_HASH = re.compile(r"(?<![\w#])#\d{3,12}\b")
 _SSN = re.compile(r"\b(?!000|666|9\d\d)\d{3}-(?!00)\d{2}-(?!0000)\d{4}\b")
 _NINO = re.compile(r"\b(?!BG|GB|NK|KN|TN|NT|ZZ)[A-CEGHJ-PR-TW-Z][A-CEGHJ-NPR-TW-Z] ?\d{2} ?\d{2} ?\d{2} ?[A-D]\b")
@@ -114,6 +120,27 @@ _ID_SHAPES = re.compile(
     r"|\b\d{1,2}\.\d{3}\.\d{3}-[\dkK]\b"  # RUT
     r"|\b[A-Z]{4}\d{6}[HM][A-Z]{5}[A-Z\d]\d\b"  # CURP
     r"|\b[XYZ]-?\d{7}-?[A-Z]\b"  # NIE
+    r"|\b[A-Z]{3}[PCHFATBLJG][A-Z]\d{4}[A-Z]\b"  # Indian PAN
+    r"|\b\d{2}(?:0[1-9]|1[0-2])(?:0[1-9]|[12]\d|3[01])-[1-8]\d{6}\b"  # Korean resident registration number
+    r"|\b756[. ]?\d{4}[. ]?\d{4}[. ]?\d{2}\b"  # Swiss AHV/AVS
+    r"|\b[A-Z]{1,2}\d{6} ?\([0-9A]\)"  # Hong Kong HKID
+    r"|\b784-?(?:19|20)\d{2}-?\d{7}-?\d\b"  # Emirates ID
+    r"|\b[STFGM]\d{7}[A-Z]\b"  # Singapore NRIC / FIN
+    r"|\b\d{2}\.\d{2}\.\d{2}-\d{3}\.\d{2}\b"  # Belgian national number
+    r"|\b9\d{2}-(?:5\d|6[0-5]|7\d|8[0-8]|9[0-24-9])-\d{4}\b"  # US ITIN
+    r"|\b[A-ZÑ&]{4}\d{2}(?:0[1-9]|1[0-2])(?:0[1-9]|[12]\d|3[01])[A-Z0-9]{3}\b"  # Mexican RFC
+)
+# Numbers that are national ids only when their check digits agree (so prices, phones and order numbers
+# rarely pass): Chinese resident id, Swedish / Danish / Finnish / Norwegian personal numbers, French NIR,
+# Spanish DNI, Aadhaar, PESEL, Turkish TCKN.
+_ID_CHECKED = re.compile(
+    r"(?P<cn>\b[1-9]\d{5}(?:19|20)\d{2}(?:0[1-9]|1[0-2])(?:0[1-9]|[12]\d|3[01])\d{3}[\dXx]\b)"
+    r"|(?P<nordic>\b(?:19|20)?\d{6}[-+]\d{4}\b)"
+    r"|(?P<fi>\b\d{6}[-+A]\d{3}[0-9A-FHJ-NPR-Y]\b)"
+    r"|(?P<nir>\b[12] ?\d{2} ?(?:0[1-9]|1[0-2]|[2-9]\d) ?(?:\d{2}|2[AB]) ?\d{3} ?\d{3} ?\d{2}\b)"
+    r"|(?P<dni>\b\d{8}-?[A-Z]\b)"
+    r"|(?P<aadhaar>\b[2-9]\d{3} \d{4} \d{4}\b)"
+    r"|(?P<eleven>(?<![\d+-])\b\d{11}\b(?![-\d]))"
 )
 # A cue for an identity number anywhere in the text; the id is the first number-like token within 40
 # characters after it ("KYC is asking aadhaar, here: 4821 7390 5521", "driver's licence no. D1234-5678").
@@ -122,10 +149,15 @@ _ID_CUE_FAR = re.compile(
     r"tax (?:number|no|code)|vat(?: number| no)?|steuer-?id|steuernummer|personalausweis|aadhaar|aadhar|pan card|"
     r"personnummer|national insurance|kennitala|pesel|codice fiscale|hetu|sofinummer|social insurance|"
     r"emirates id|cédula|cedula|kimlik|driver'?s? licen[cs]e|driving licen[cs]e|licen[cs]e (?:no|number)|"
-    r"nhs (?:no|number)|medicare|health card|insurance number|member(?:ship)? id|student id|employee id|kyc)\b)"
+    r"nhs (?:no|number)|medicare|health card|insurance number|member(?:ship)? id|student id|employee id|kyc|"
+    r"resident registration|teudat zehut|zehut|sozialversicherungs\w*|fødselsnummer|personal (?:number|id|code)|"
+    r"isikukood|asmens kodas|rodné číslo|birth number|mykad|ic (?:number|no)|philsys|ghana card|omang|iqama|civil id|"
+    r"voter id|residence permit|permit number|kimlik no|pps number|id card|identity no|tax file number|"
+    r"my ?number card|citizen (?:id|number)|national (?:number|identity)|personalnummer|henkilötunnus|ahv|avs)\b)"
+    r"|주민등록번호|身份证号?|身分證|マイナンバー|תעודת זהות|ת\"ז|رقم الهوية|الرقم الوطني"
     # short acronyms only in capitals ("ona nie mówi" is Polish, not a Spanish NIE)
     r"|\b(?:SSN|DNI|NIE|NIF|BSN|CPF|CURP|NINO|CPR|RUT|RFC|NIR|INSEE|PPSN?|SIN|NRIC|HKID|NIN|BVN|KTP|NIK|TCKN|TFN|TIN|"
-    r"PAN|VAT)\b"
+    r"PAN|VAT|RRN|AHV|AVS|TZ|CNIC|NID|EGN|JMBG|OIB|CUIL|CUIT|DPI|NIT|INE|QID|TFN|IRD|SSS|UMID|NIDA)\b"
 )
 _ID_TOKEN = re.compile(r"(?<![\w.+-])(?=[\w .-]*\d)[A-Z0-9](?:[A-Z0-9./-]| (?=[A-Z0-9]))*[A-Z0-9](?![\w-])")
 
@@ -282,13 +314,78 @@ def _order_ids(text: str) -> Iterator[Detection]:
     for m in _ORDER_CUE.finditer(text):
         token = m.group("id")
         digits = sum(c.isdigit() for c in token)
+        if _DATE.fullmatch(token) or re.fullmatch(r"(?i)\d+(?:st|nd|rd|th|am|pm|kg|cm|mm|ml|gb|tb)", token):
+            continue  # "delivery 10/12/2025", "return 30days"
         if digits >= 4 or (digits >= 1 and token.lstrip("#").isupper() and len(token) >= 6) or token.startswith("#"):
             yield Detection(m.start("id"), m.end("id"), "ORDER_ID")
+
+
+def _valid_date(yy: str, mm: str, dd: str) -> bool:
+    return 1 <= int(mm) <= 12 and 1 <= int(dd) <= 31
+
+
+def _id_checks(kind: str, raw: str) -> bool:
+    """The check digits of one national id shape (see ``_ID_CHECKED``)."""
+    d = "".join(c for c in raw if c.isalnum())
+    if kind == "cn":
+        total = sum(int(c) * w for c, w in zip(d[:17], (7, 9, 10, 5, 8, 4, 2, 1, 6, 3, 7, 9, 10, 5, 8, 4, 2), strict=True))
+        return "10X98765432"[total % 11] == d[17].upper()
+    if kind == "nordic":
+        core = d[-10:]  # Swedish YYMMDD-NNNC (Luhn) or Danish DDMMYY-NNNN (a date)
+        return (_valid_date(core[:2], core[2:4], core[4:6]) and luhn_ok(core)) or _valid_date(core[4:6], core[2:4], core[:2])
+    if kind == "fi":
+        return _valid_date(d[4:6], d[2:4], d[:2]) and "0123456789ABCDEFHJKLMNPRSTUVWXY"[int(d[:9]) % 31] == d[9]
+    if kind == "nir":
+        body = d[:13].replace("2A", "19").replace("2B", "18")
+        return body.isdigit() and 97 - int(body) % 97 == int(d[13:15])
+    if kind == "dni":
+        return "TRWAGMYFPDXBNJZSQVHLCKE"[int(d[:8]) % 23] == d[8]
+    if kind == "aadhaar":
+        return _verhoeff_ok(d)
+    if kind == "eleven":
+        return _pesel_ok(d) or _tckn_ok(d) or _fodselsnummer_ok(d)
+    return False
+
+
+def _verhoeff_ok(digits: str) -> bool:
+    d = ((0, 1, 2, 3, 4, 5, 6, 7, 8, 9), (1, 2, 3, 4, 0, 6, 7, 8, 9, 5), (2, 3, 4, 0, 1, 7, 8, 9, 5, 6),
+         (3, 4, 0, 1, 2, 8, 9, 5, 6, 7), (4, 0, 1, 2, 3, 9, 5, 6, 7, 8), (5, 9, 8, 7, 6, 0, 4, 3, 2, 1),
+         (6, 5, 9, 8, 7, 1, 0, 4, 3, 2), (7, 6, 5, 9, 8, 2, 1, 0, 4, 3), (8, 7, 6, 5, 9, 3, 2, 1, 0, 4),
+         (9, 8, 7, 6, 5, 4, 3, 2, 1, 0))
+    p = ((0, 1, 2, 3, 4, 5, 6, 7, 8, 9), (1, 5, 7, 6, 2, 8, 3, 0, 9, 4), (5, 8, 0, 3, 7, 9, 6, 1, 4, 2),
+         (8, 9, 1, 6, 0, 4, 3, 5, 2, 7), (9, 4, 5, 3, 1, 2, 6, 8, 7, 0), (4, 2, 8, 6, 5, 7, 3, 9, 0, 1),
+         (2, 7, 9, 3, 8, 0, 6, 4, 1, 5), (7, 0, 4, 6, 9, 1, 3, 2, 5, 8))
+    c = 0
+    for i, ch in enumerate(reversed(digits)):
+        c = d[c][p[i % 8][int(ch)]]
+    return c == 0
+
+
+def _pesel_ok(d: str) -> bool:
+    month = int(d[2:4]) % 20
+    check = (10 - sum(int(c) * w for c, w in zip(d[:10], (1, 3, 7, 9, 1, 3, 7, 9, 1, 3), strict=True)) % 10) % 10
+    return 1 <= month <= 12 and 1 <= int(d[4:6]) <= 31 and check == int(d[10])
+
+
+def _tckn_ok(d: str) -> bool:
+    n = [int(c) for c in d]
+    return n[0] != 0 and (sum(n[0:9:2]) * 7 - sum(n[1:8:2])) % 10 == n[9] and sum(n[:10]) % 10 == n[10]
+
+
+def _fodselsnummer_ok(d: str) -> bool:
+    n = [int(c) for c in d]
+    k1 = 11 - sum(a * b for a, b in zip(n[:9], (3, 7, 6, 1, 8, 9, 4, 5, 2), strict=True)) % 11
+    k2 = 11 - sum(a * b for a, b in zip(n[:10], (5, 4, 3, 2, 7, 6, 5, 4, 3, 2), strict=True)) % 11
+    return _valid_date(d[4:6], d[2:4], d[:2]) and k1 % 11 == n[9] and k2 % 11 == n[10]
 
 
 def _national_ids(text: str) -> Iterator[Detection]:
     for rx in (_SSN, _NINO, _CODICE_FISCALE):
         for m in rx.finditer(text):
+            yield Detection(m.start(), m.end(), "NATIONAL_ID")
+    for m in _ID_CHECKED.finditer(text):
+        kind = m.lastgroup
+        if kind is not None and _id_checks(kind, m.group()):
             yield Detection(m.start(), m.end(), "NATIONAL_ID")
     for m in _ID_CUE.finditer(text):
         if sum(c.isdigit() for c in m.group("id")) >= 5:
@@ -359,6 +456,20 @@ class PhoneFinder:
             yield Detection(start + s, start + e, "PHONE")
 
 
+def _names_out_of_addresses(text: str, found: list[Detection], names: list[tuple[int, int]]) -> list[Detection]:
+    """An address whose first comma-separated piece is a full name the name finder found ("Kiona Yazzie, Hopi
+    Hall Rm 214, …") starts after that piece: the name is scrubbed as a name (one word may be a district)."""
+    out = []
+    for d in found:
+        if d.type == "ADDRESS":
+            for s, e in names:
+                comma = re.match(r"\s*,\s*", text[e : d.end])
+                if s <= d.start < e and comma is not None and e + comma.end() < d.end and " " in text[s:e].strip():
+                    d = Detection(e + comma.end(), d.end, "ADDRESS")
+        out.append(d)
+    return out
+
+
 def resolve(candidates: Iterable[Detection]) -> list[Detection]:
     """Non-overlapping detections: higher-ranked types first, then longer spans; sorted by position."""
     accepted: list[Detection] = []
@@ -402,8 +513,8 @@ class Scrubber:
             found.extend(self.phones.find(text, found))
         elif "#" in text:
             found.extend(_order_ids(text))
-        found.extend(Detection(s, e, "NAME") for s, e in self.names.find(text, [(d.start, d.end) for d in found]))
-        return resolve(found)
+        names = self.names.find(text, [(d.start, d.end) for d in found])
+        return resolve([*_names_out_of_addresses(text, found, names), *(Detection(s, e, "NAME") for s, e in names)])
 
     def scrub_turns(self, texts: Sequence[str]) -> list[tuple[str, list[Detection]]]:
         """Scrub one speaker's consecutive messages: a number split across two of them ("card is 4916 3388" /

@@ -1,0 +1,105 @@
+"""PII rules for formats and phrasings outside the generator, each with a hand-written expectation.
+
+    pytest tests/data_curation/test_pii_formats.py
+
+Names that are also common words found by the words around them, brands and towns kept without a cue,
+addresses without a street word, national ids recognised by their check digits, odd order ids. Every
+case is written for this test (none comes from bench/pii_sets). The scrubber is ``names: lexicon``
+(rules + the name lexicon, no spaCy model), so these are the rules' own results.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from data_curation.config import DEFAULT_PHONE_REGIONS
+from data_curation.pii import Scrubber, _id_checks
+
+
+@pytest.fixture(scope="module")
+def scrubber() -> Scrubber:
+    return Scrubber.configured(DEFAULT_PHONE_REGIONS, "lexicon")
+
+
+REMOVED = [
+    # names that are common words, told by a relative, a verb or a sign-off around them
+    ("a raincoat for my granddaughter Daisy, age 6", "a raincoat for my granddaughter <NAME>, age 6"),
+    ("Destiny said the strap broke after a week", "<NAME> said the strap broke after a week"),
+    ("Joy here, did the blender ship?", "<NAME> here, did the blender ship?"),
+    ("could Hunter please collect it at noon", "could <NAME> please collect it at noon"),
+    ("just give it to Harmony at the desk", "just give it to <NAME> at the desk"),
+    ("our neighbour called Wren will take it", "our neighbour called <NAME> will take it"),
+    ("see you soon, love, Blessing", "see you soon, love, <NAME>"),
+    ("it's a present for Honey, she loves green", "it's a present for <NAME>, she loves green"),
+    ("Bitte an Familie Oberreiter liefern", "Bitte an Familie <NAME> liefern"),
+    # lower case, initials, particles, a common first name before a rare surname
+    ("order was for thandiwe ngcobo", "order was for <NAME>"),
+    ("signed, J. Oyelowo-Barnes", "signed, <NAME>"),
+    ("deliver to Frederik van den Heuvel please", "deliver to <NAME> please"),
+    ("Dawn Okonjo-Iweala wants a refund", "<NAME> wants a refund"),
+    ("नमस्ते, मेरा नाम अनीता वर्मा", "नमस्ते, मेरा नाम <NAME>"),
+    ("최유진 고객입니다, 배송 문의", "<NAME> 고객입니다, 배송 문의"),
+    # addresses without a street word, or with one of a language the rules did not know
+    ("Garden City, Cairo 11451", "<ADDRESS>"),
+    ("Unit 9, Crescent Heights, Palm Grove, Colombo 00300", "<ADDRESS>"),
+    ("dorm: Maple Hall Rm 318, 200 College Ave, Ithaca NY 14850", "dorm: <ADDRESS>"),
+    ("Skólavörðustígur 12, 101 Reykjavík", "<ADDRESS>"),
+    ("Calle 53 # 45-12, Medellín", "<ADDRESS>"),
+    ("Packstation 118, 50667 Köln", "<ADDRESS>"),
+    ("Private Bag 1043, Gaborone", "<ADDRESS>"),
+    ("Villa 7, Street 22, Al Safa 1, Dubai", "<ADDRESS>"),
+    ("Brīvības iela 55, Rīga", "<ADDRESS>"),
+    ("send to 14 jalan bukit bintang, unit 7-2, 55100 kuala lumpur", "send to <ADDRESS>"),
+    # national ids by their shape or check digits, with no cue
+    ("440304198807151230 is on the form", "<NATIONAL_ID> is on the form"),
+    ("use 730320-3942 for the invoice", "use <NATIONAL_ID> for the invoice"),
+    ("230598-457W", "<NATIONAL_ID>"),
+    ("2 88 06 75 112 042 54", "<NATIONAL_ID>"),
+    ("dni 80607838Z", "dni <NATIONAL_ID>"),
+    ("here: 7945 2669 8572", "here: <NATIONAL_ID>"),
+    ("99120541069 for the courier form", "<NATIONAL_ID> for the courier form"),
+    ("PAN AFKPT4821Q and RRN 920417-2345678", "PAN <NATIONAL_ID> and RRN <NATIONAL_ID>"),
+    ("HKID Z683365(5)", "HKID <NATIONAL_ID>"),
+    ("Emirates ID 784-1985-1234567-1", "Emirates ID <NATIONAL_ID>"),
+    ("teudat zehut 392378790", "teudat zehut <NATIONAL_ID>"),
+    # order ids in odd formats; e-mail domains outside ASCII
+    ("заказ №5583901 где?", "заказ №<ORDER_ID> где?"),
+    ("invoice FV/2025/00812 has the wrong VAT", "invoice <ORDER_ID> has the wrong VAT"),
+    ("and the other one 20250917-4410", "and the other one <ORDER_ID>"),
+    ("mail: kontakt@bäckerei-müller.de", "mail: <EMAIL>"),
+]
+
+KEPT = [
+    "preferably Salomon or Merrell, size 44",  # brands that are surnames
+    "a day trip to Nara from Osaka",  # a town that is also a name
+    "Will you restock the linen duvet?",  # a modal at the start, not a name
+    "Rose gold or silver for the watch strap?",  # a colour
+    "need a room 2 nights, 2 adults",
+    "delivery 10/12/2025 would be great",  # a date after an order word
+    "Grace period for returns is 30 days",
+    "Carolina Herrera perfume, the 80 ml",
+]
+
+
+@pytest.mark.parametrize(("text", "expected"), REMOVED, ids=[t[:36] for t, _ in REMOVED])
+def test_removed(scrubber: Scrubber, text: str, expected: str) -> None:
+    assert scrubber.scrub(text)[0] == expected
+
+
+@pytest.mark.parametrize("text", KEPT, ids=[t[:36] for t in KEPT])
+def test_kept(scrubber: Scrubber, text: str) -> None:
+    assert scrubber.scrub(text)[0] == text
+
+
+@pytest.mark.parametrize(("kind", "good", "bad"), [
+    ("cn", "440304198807151230", "440304198807151231"),
+    ("nordic", "730320-3942", "731320-3942"),  # Swedish (Luhn) / Danish (a date)
+    ("fi", "230598-457W", "230598-457X"),
+    ("nir", "2 88 06 75 112 042 54", "2 88 06 75 112 042 55"),
+    ("dni", "80607838Z", "80607838A"),
+    ("aadhaar", "7945 2669 8572", "7945 2669 8573"),
+    ("eleven", "99120541069", "99120541068"),  # PESEL
+    ("eleven", "10000000146", "10000000147"),  # Turkish TCKN
+])
+def test_national_id_check_digits(kind: str, good: str, bad: str) -> None:
+    assert _id_checks(kind, good) and not _id_checks(kind, bad)
