@@ -69,7 +69,7 @@ _NEVER_ON_SHEET: _Rule = ((), {
           r"fair ?trade|free sample|samples?\b|(?:have you|did you) sold|sold today|how many (?:have )?sold|"
           r"black friday|cyber monday|next .{0,12}sale|go(?:ing)? (?:on sale|cheaper)|bundle|design(?:ed|er)|packag|"
           r"\bwrap|warehouse|when .{0,20}(?:back|again)\b",
-    "es": r"repon|reposicion|vuelve[n]? a (?:haber|estar|tener)|regalo|envolver|reciclab|tiendas?\b|"
+    "es": r"repon|reposicion|vuelve[n]? a (?:haber|estar|tener)|cuando vuelve|regalo|envolver|reciclab|tiendas?\b|"
           r"muestras? (?:gratis|de regalo)|\bmuestritas?\b|"
           r"disen|empaque|paquete|embalaje|black friday|cuantos? (?:han )?vendid|comercio justo|mas barato (?:en|el)|"
           r"proxim[oa]s? (?:oferta|rebaja|descuento|venta)",
@@ -77,24 +77,25 @@ _NEVER_ON_SHEET: _Rule = ((), {
           r"proben?\b|designer|entworfen|bundle|black friday|\bverkauft|fair ?trade|billiger (?:am|im|zum)|"
           r"nachste[nrs]? (?:sale|angebot|rabatt|aktion)",
     "fr": r"reassort|de retour|cadeau|emball|recycl|magasin|boutique|echantillon|concu|designer|black friday|"
-          r"vendus?\b|commerce equitable|moins cher (?:au|le|pour)|prochaine?s? (?:promo|solde)",
+          r"vendus?\b|commerce equitable|moins cher (?:au|le|pour)|prochaine?s? (?:promo|solde)|revien|de nouveau",
 })
 _OFF_TOPIC: dict[str, str] = {
     "en": r"\byour (?:favou?rite|cat|dog|name|zodiac|age|camera|lunch|sister|mom|setup)|\bfavou?rite\b|"
-          r"\bhow old are you|\bwhere are (?:you|u)\b|\bweather\b|\braining\b",
+          r"\bhow old are you|\bwhere are (?:you|u)\b|\bweather\b|\braining\b|what time is it",
     "es": r"\beres\b|\bfavorit[oa]|\btu (?:gato|perro|nombre|signo|edad|camara)|\bcuantos anos tienes|\bde donde eres|"
-          r"\bclima\b|\bllov",
+          r"\bclima\b|\bllov|que hora es|donde estas",
     "de": r"\bbist du\b|\blieblings|\bdein(?:e|en)? (?:katze|hund|name|sternzeichen|kamera)|\bwie alt bist du|"
           r"\bwoher kommst|"
-          r"\bwetter\b|\bregnet",
+          r"\bwetter\b|\bregnet|wie spat|wo bist du",
     "fr": r"\bes-tu\b|\btu es\b|\bprefere|\bton (?:chat|chien|nom|signe|age)|\bta (?:camera)|\bquel age as-tu|"
           r"\btu viens d'ou|"
-          r"\bmeteo\b|\bpleut",
+          r"\bmeteo\b|\bpleut|quelle heure|ou es-tu|t'es ou",
 }
 _CUES: tuple[_Rule, ...] = (
     _NEVER_ON_SHEET,
     (("discount_percent",), {
-        "en": r"discount|how much off|% off|percent off|more off|sale on\b|how big is the sale|markdown|saving",
+        "en": r"discount|how much off|% off|percent(?:age)? off|percentage|more off|sale on\b|how big is the sale|"
+              r"markdown|saving|reduced",
         "es": r"descuento|rebaja|cuanto (?:me )?ahorr|% menos",
         "de": r"rabatt|reduziert|ersparnis|prozent|wie viel (?:spare|sparst)|% weniger",
         "fr": r"remise|reduction|\breduc|rabais|pourcentage|combien (?:j'economise|on economise)|% de moins"}),
@@ -124,15 +125,17 @@ _CUES: tuple[_Rule, ...] = (
         "en": r"stock|\bleft\b|sold out|sell(?:ing)? out|remaining|\bqty\b|quantity|units|any more\b|"
               r"still (?:got|have|available|up for grabs|around)|\bgone\b|run(?:ning)? out|ran out|"
               r"can i still (?:get|buy|grab|order)|how many (?:do you have|are there|you got|u got|have you got)",
-        "es": r"stock|\bquedan?\b|agot|existencias|unidades|todavia hay|aun hay|cuantos hay|cuantas hay|hay mas|"
+        "es": r"stock|(?<!como )\bquedan?\b(?! (?:grande|chic|pequen|ajustad|holgad|bien|mal))|agot|existencias|"
+              r"unidades|todavia hay|aun hay|cuantos hay|cuantas hay|hay mas|"
               r"sigue(?:n)? (?:habiendo|disponible)|todavia (?:tienes|tienen|hay)",
         "de": r"lager|vorrat|ausverkauft|noch (?:da|welche|zu haben|erhaltlich)|wie viele (?:gibt|sind|habt)|"
-              r"restbestand|noch verfugbar|\bubrig|wie viele (?:hast|habt|gibt)|\bgibt(?:'s| es)\b.{0,30}\bnoch\b",
+              r"restbestand|noch verfugbar|\bubrig|noch was da|alles weg|schon weg|wie viele (?:hast|habt|gibt)|"
+              r"\bgibt(?:'s| es)\b.{0,30}\bnoch\b",
         "fr": r"stock|\breste\b|\brestent\b|restant|epuise|encore (?:en|des|dispo)|combien (?:il )?en (?:reste|avez)"}),
     (("returns_days",), {
         "en": r"\breturn|send (?:\S+ ){0,5}back|refund|exchange|money back|take (?:it|them) back",
         "es": r"devol|devuelv|reembols|cambio|regresar",
-        "de": r"ruckgabe|zuruck(?:geben|schicken|senden)|umtausch|erstatt|widerruf",
+        "de": r"ruckgabe|rucksend|zuruck(?:geben|schicken|senden)|umtausch|erstatt|widerruf",
         "fr": r"retour|rembours|renvoy|echange"}),
     (("warranty_months",), {"en": r"warrant|guarantee", "es": r"garantia", "de": r"garantie|gewahrleistung",
                             "fr": r"garanti"}),
@@ -143,9 +146,9 @@ _CUES: tuple[_Rule, ...] = (
               r"when (?:would|will|could|can) i (?:get|have)",
         "es": r"envio|envia|enviar|mandan|llega|entrega|tarda|demora|cuantos dias|mas rapido|\d+ dias",
         "de": r"versand|versend|liefer|ankommen|\bkommt\b.{0,30}\ban\b|dauert|wie schnell|schneller|zustell|"
-              r"verschick|wann (?:ist|kommt|hab)|\d+ tage",
+              r"verschick|wann (?:ist|kommt|hab|war)|\d+ tage|bei mir|bestell",
         "fr": r"livraison|livr|expedi|envoi|\barrive|recevoir|recoit|delai|combien de jours|plus vite|"
-              r"plus rapide|\d+ jours|l'avoir (?:en|avant|d'ici)"}),
+              r"plus rapide|\d+ jours|l'avoir (?:en|avant|d'ici) \d|recoi[st]"}),
     (("price",), {
         "en": r"price|\bcost|cheap|\bdeal\b|on sale|\$|damage|set me back|going for|\bpay\b|\bbucks\b|expensive|"
               r"pricey|\bworth\b|\bcharg(?:e|ing) (?:for|me)|how much (?:is|are|for|r|it|we|u|you)\b|"
@@ -154,17 +157,17 @@ _CUES: tuple[_Rule, ...] = (
               r"cuanto es|cuanto esta|a cuanto",
         "de": r"preis|kostet|kosten|teuer|billig|gunstig|angebot|zahlen|\beuro|\bkohle\b|"
               r"was (?:willst|verlangst|nimmst) du|was (?:wollt|verlangt|nehmt) ihr",
-        "fr": r"\bprix\b|coute|\bcher\b|\bchere\b|tarif|\bballes\b|payer|\bpromo|c'est combien|vends combien"}),
+        "fr": r"\bprix\b|coute|\bcher\b|\bchere\b|tarif|\bballes\b|payer|\bpromo|vends combien"}),
     (("brand",), {
         "en": r"\bbrand|who makes|who made|manufacturer|what make\b|what company|who(?:'s| is) it by|\blabel\b",
-        "es": r"\bmarca|quien (?:lo |la )?(?:hace|fabrica)|fabricante",
-        "de": r"\bmarke|hersteller|wer (?:stellt|macht|produziert)",
-        "fr": r"\bmarque|fabricant|qui (?:le |la )?(?:fabrique|fait)"}),
+        "es": r"\bmarca|quien (?:lo |la )?(?:hace|fabrica)|fabricante|empresa|compania",
+        "de": r"\bmarke|hersteller|wer (?:stellt|macht|produziert)|\bfirma\b",
+        "fr": r"\bmarque|fabricant|qui (?:le |la )?(?:fabrique|fait)|entreprise|societe"}),
     (("material",), {
-        "en": r"made (?:of|from|out of|outta)|material|fabric|what'?s it made\b(?! in)",
+        "en": r"made (?:of|from|out of|outta)|material|\bfabric\b|what'?s it made\b(?! in)",
         "es": r"hech[oa] de|material|\btela\b|tejido|de que (?:esta|es)",
         "de": r"aus was|woraus|material|\bstoff\b|aus welchem (?:stoff|material)",
-        "fr": r"en quoi|matiere|materiau|tissu|fait en quoi"}),
+        "fr": r"en quoi|matiere|materiau|tissu|fait de quoi"}),
     (("origin_country",), {
         "en": r"\bmade\b|country|come[s]? from|origin|produced|manufactured|where'?s it from|where is it from",
         "es": r"de donde|donde (?:se )?(?:hace|fabrica|hizo|produce)|hech[oa] en|\bpais|origen|fabricad",
@@ -173,7 +176,7 @@ _CUES: tuple[_Rule, ...] = (
     (("dishwasher_safe",), {"en": r"dishwasher", "es": r"lavavajilla|lavaplato", "de": r"spulmaschine|spuler",
                             "fr": r"lave-?vaisselle"}),
     (("machine_washable",), {"en": r"\bwash", "es": r"lavadora|lavar|lavable", "de": r"waschmaschine|wasch",
-                             "fr": r"machine a laver|laver|lavable|lave-linge"}),
+                             "fr": r"machine a laver|laver|lavable|lave-linge|en machine"}),
     (("waterproof",), {
         "en": r"waterproof|water ?proof|water ?resist|shower|in the rain|swim|get wet|splash",
         "es": r"impermeable|resistente al agua|ducha|bajo la lluvia|mojar|nadar|sumergible",
@@ -184,7 +187,8 @@ _CUES: tuple[_Rule, ...] = (
                         "fr": r"gluten|coeliaque"}),
     (("vegan",), {"en": r"vegan|plant[- ]based|animal products?", "es": r"vegan|productos? animal",
                   "de": r"vegan|tierische", "fr": r"vegan|vegetalien|origine animale"}),
-    (("cruelty_free",), {"en": r"cruelty|tested on animals|animal test", "es": r"testad[oa] en animales|maltrato",
+    (("cruelty_free",), {"en": r"cruelty|tested on animals|animal test",
+                         "es": r"testad[oa] en animales|maltrato|crueldad",
                          "de": r"tierversuch|tierleid", "fr": r"teste sur (?:les )?animaux|cruaute"}),
     (("fragrance_free", "scent"), {
         "en": r"fragrance|unscented|perfume|scent-?free", "es": r"fragancia|perfume",
@@ -200,6 +204,7 @@ _CUES: tuple[_Rule, ...] = (
         "es": r"bateria|carga|\bhoras?\b", "de": r"akku|aufladen|ladung|stunden",
         "fr": r"batterie|charge|autonomie|heures?"}),
     (("gemstone",), {"en": r"stone|\bgem", "es": r"piedra|\bgema", "de": r"\bstein|edelstein", "fr": r"pierre|gemme"}),
+    (("ingredients",), {"en": r"ingredient", "es": r"ingrediente", "de": r"zutat|inhaltsstoff", "fr": r"ingredient"}),
     (("allergens", "ingredients"), {
         "en": r"allerg|contain|\bnuts?\b|peanut", "es": r"alerg|contiene|\bnueces|cacahuate|mani\b",
         "de": r"allerg|enthalt|\bnusse|erdnuss", "fr": r"allerg|contient|\bnoix|arachide|cacahuete"}),
@@ -207,7 +212,8 @@ _CUES: tuple[_Rule, ...] = (
                     "de": r"\bfarben?\b", "fr": r"\bcouleurs?\b|\bteintes?\b"}),
     (("fit",), {
         "en": r"\bfit\b|\bfits\b|true to size|oversized|runs? (?:small|big|large)|size up|size down",
-        "es": r"horma|queda (?:grande|chic|pequen|ajustad)|calce|talla (?:grande|pequena|normal|real)",
+        "es": r"horma|queda (?:grande|chic|pequen|ajustad)|calce|talla (?:grande|pequena|normal|real)|\bcorte\b|"
+              r"oversize|holgad|ajustad|como (?:me |te |le )?queda",
         "de": r"passform|fallt (?:gross|klein|normal)|grossenecht",
         "fr": r"\bcoupe\b|taille (?:grand|petit|normalement)|ajust"}),
     (("bed_size", "sizes"), {"en": r"bed size|what size is", "es": r"tamano de (?:la )?cama|para que cama",
@@ -222,7 +228,7 @@ _CUES: tuple[_Rule, ...] = (
     (("works_with",), {
         "en": r"works? (?:\S+ )?with|compatible|support|pair (?:\S+ )?with|sync",
         "es": r"funciona con|compatible|sirve con",
-        "de": r"kompatibel|funktioniert (?:das |es )?mit|geht (?:das |es )?mit",
+        "de": r"kompatibel|funktioniert (?:das |es )?mit|geht (?:das |es )?mit|womit",
         "fr": r"fonctionne avec|compatible|marche avec"}),
     (("pieces",), {"en": r"pieces|\bpcs\b|\bpc\b", "es": r"piezas", "de": r"teile\b|teilig|\bstuck\b",
                    "fr": r"pieces|morceaux"}),
@@ -231,7 +237,8 @@ _CUES: tuple[_Rule, ...] = (
     (("calories_per_serving",), {"en": r"calori|kcal|\bcals?\b|fattening", "es": r"calori|kcal", "de": r"kalorie|kcal",
                                  "fr": r"calorie|kcal"}),
     (("best_before_months",), {
-        "en": r"shelf life|\bkeep\b|\bkeeps\b|expir|best before|go(?:es)? bad|\bstale\b",
+        "en": r"shelf life|\bkeep\b|\bkeeps\b|expir|best before|go(?:es)? bad|\bstale\b|stays? (?:good|fresh)|"
+              r"use[- ]by",
         "es": r"caduc|vencimiento|\bvence\b|se conserva|echa a perder",
         "de": r"haltbar|ablauf|verfall|schlecht werden",
         "fr": r"peremption|se conserve|date limite|\bdlc\b|perime"}),
@@ -240,7 +247,7 @@ _CUES: tuple[_Rule, ...] = (
     (("thickness_mm",), {"en": r"thick", "es": r"grosor|grueso|espesor", "de": r"\bdick|starke\b",
                          "fr": r"epais"}),
     (("min_age_years",), {
-        "en": r"\bage\b|\bages\b|years? old|\d+ ?yo\b|\bkids?\b|child|toddler|\bmonths old",
+        "en": r"\bage\b|\bages\b|years?[- ]olds?|\d+ ?yo\b|\bkids?\b|child|toddler|\bmonths old",
         "es": r"\bedad|\banos\b|\bnin[oa]s?\b|\bhij[oa]\b", "de": r"\balter\b|\bjahre|\bkind(?:er)?\b|jahrig",
         "fr": r"\bage\b|\bans\b|enfant|\bgamin"}),
     (("players",), {"en": r"players?\b|\bplay\b", "es": r"jugador|jugar", "de": r"spieler|spielen",
@@ -255,11 +262,13 @@ _CUES: tuple[_Rule, ...] = (
         "de": r"zutat|inhaltsstoff|was ist (?:da )?drin|was (?:ist )?da drin",
         "fr": r"ingredient|composition|qu'?est-ce qu'il y a dedans|y a quoi dedans|dedans"}),
     (("suitable_for",), {
-        "en": r"suitable|meant for|good for|for everyone|work for|\bok for\b|okay for|\bfor my\b|who should|"
-              r"who(?:'s| is) (?:it|this|that|\S+) for|made for|right for|recommended for",
-        "es": r"sirve para|apto para|bueno para|para (?:piel|cabello|pelo|perros?|gatos?|mi)",
-        "de": r"geeignet|gut fur|fur (?:trockene|fettige|hunde|katzen|mein)",
-        "fr": r"convient|adapte|bon pour|pour (?:les )?(?:peaux?|cheveux|chiens?|chats?|mon|ma)"}),
+        "en": r"suitable|meant for|good for|for everyone|work for|\bok for\b|okay for|\bfor my\b|who should|for whom|"
+              r"who(?:'s| is) (?:it|this|that|\S+) for|made for|right for|recommend",
+        "es": r"sirve para|apto para|bueno para|para (?:piel|cabello|pelo|perros?|gatos?|mi)|para quien|para que tipo|"
+              r"a quien (?:va|le)",
+        "de": r"geeignet|gut fur|fur (?:trockene|fettige|hunde|katzen|mein)|fur wen|fur welche",
+        "fr": r"convient|adapte|bon pour|pour (?:les )?(?:peaux?|cheveux|chiens?|chats?|mon|ma)|pour qui|"
+              r"pour quel"}),
 )
 """Question cue -> the facts it asks about, in order; the first rule that matches decides."""
 
@@ -300,7 +309,8 @@ _NUMBERED = re.compile(r"(?:#|\bno\.? ?|\bnr\.? ?|\bn[o°º]\.? ?|\bnumber ?|\bn
                        r"|\b(\d{1,2}) ?(?:st|nd|rd|th|o|a|º|ª|e|er|eme|ieme|\.)(?= |$|\?|!|,)")
 _PREVIOUS: dict[str, str] = {
     "en": r"\b(?:the|that) (?:last|previous|earlier|prior) (?:one|thing|item|product|piece|pick)\b|"
-          r"\bbefore (?:this|that|it|the current)\b|\bprevious(?:ly)?\b|\bone before\b|\bjust (?:showed|had|did)\b|"
+          r"\bbefore (?:this|that|it|the current)\b|\ba (?:moment|minute|min|sec|second|bit|little while) ago\b|"
+          r"\bearlier\b|\bjust now\b|\bprevious(?:ly)?\b|\bone before\b|\bjust (?:showed|had|did)\b|"
           r"\bshowed (?:us )?(?:before|earlier|a sec ago|just now)\b|\b(?:right|just) before\b",
     "es": r"\banterior\b|\bde antes\b|\bhace un rat(?:o|ito)\b|\bjusto antes\b|\b(?:el|la|lo) ultim[oa]\b|"
           r"\bque (?:mostraste|ensenaste)\b",
@@ -311,18 +321,21 @@ _PREVIOUS: dict[str, str] = {
 _THIS_REF: dict[str, str] = {
     "en": r"\b(?:this|these|that|those|it)\b|on screen|you'?re (?:holding|showing|wearing|using)|in your hands?|"
           r"you'?ve got there|you (?:have|got) there|right here|right now|\bcurrent\b",
-    "es": r"\b(?:este|esta|esto|estos|estas|ese|esa|eso)\b|en pantalla",
-    "de": r"\b(?:dieser|diese|dieses|das hier|den hier|die hier|das da|aktuelle[nrs]?|gerade)\b|in der hand",
+    "es": r"\b(?:este|esta|esto|estos|estas|ese|esa|eso)\b|en pantalla|en la mano|el que tienes|de ahora|"
+          r"que (?:estas )?(?:ensenando|mostrando|ensenas|muestras)",
+    "de": r"\b(?:dieser|diese|dieses|das hier|den hier|die hier|das da|der da|die da|aktuelle[nrs]?|gerade|grad|"
+          r"das teil|das ding)\b|in der hand",
     "fr": r"\b(?:ce|cet|cette|ces|celui-ci|celle-ci|celui-la|celle-la|ca)\b|a l'ecran|qu'on voit|en main|"
           r"que tu (?:montres|as|tiens|portes)|que t'as",
 }
 _COMPARE: dict[str, str] = {
     "en": r"\bor\b|\bvs\.?\b|\bversus\b|\bthan\b|\bcompared\b|\bbetter\b|\bwhich\b",
-    "es": r"\bo\b|\bvs\.?\b|\bque\b|\bcomparad|\bcual\b|\bmejor\b",
+    "es": r"\bo\b|\bvs\.?\b|\b(?:mas|menos) \w+ que\b|\bcomparad|\bcual\b|\bmejor\b",
     "de": r"\boder\b|\bvs\.?\b|\bals\b|\bverglichen\b|\bwelche[srnm]?\b|\bbesser\b",
-    "fr": r"\bou\b|\bvs\.?\b|\bque\b|\bpar rapport\b|\blequel\b|\blaquelle\b|\bmieux\b",
+    "fr": r"\bou\b|\bvs\.?\b|\b(?:plus|moins) \w+ que\b|\bpar rapport\b|\blequel\b|\blaquelle\b|\bmieux\b",
 }
-_OF = r"(?:from|by|of|de chez|de|del|de la|chez|von|vom|der|bei|du|d')"
+_OF = (r"(?:(?:made|sold|brought to you) by|made from|from|by|of|de chez|hech[oa] por|de|del|de la|chez|von|vom|der|"
+       r"bei|du|d')")
 """Words between a product's noun and its brand: "the earbuds from Voltix", "los earbuds de Voltix"."""
 _SORRY = "Sorry, I'm not sure — the fact sheet doesn't say."
 _OFF_TOPIC_REPLY = "Sorry, I'm not sure — I can only help with the products on this stream."
@@ -346,6 +359,9 @@ _SLANG = tuple((re.compile(p), r) for p, r in (
     (r"\bfrm\b", "from"), (r"\bprev\b", "previous"), (r"\bthicc\b", "thick"), (r"\bur (?=[a-z]+ing\b)", "you're "),
     (r"\b(is|it|this|that|one|thing|good|ok|made|meant|them|these|those|\w+s) 4(?= ?[?!.]|$)", "\\1 for"),
     (r"\bbatterys\b", "batteries"), (r"\bcuz\b", "because"),
+    (r"\bcb\b", "combien"), (r"\bkoi\b", "quoi"), (r"\bqd\b", "quand"), (r"\bc(?= [a-z])", "c'est"),
+    (r"\b(?:pk|pq)\b", "pourquoi"), (r"\bds\b", "dans"), (r"\bpr\b", "pour"), (r"\bxq\b", "porque"),
+    (r"\bq\b(?= [a-z])", "que"), (r"\bxfa\b", "por favor"),
     (r"\bno(?=\d)", "no "), (r"\bnr(?=\d)", "nr "), (r"\bw/", "with "), (r"\bthx\b", "thanks"),
 ))
 """Chat spellings read as words: 'dis' -> 'this', 'b4' -> 'before', 'this 1' -> 'this one', 'no5' -> 'no 5'."""
@@ -563,7 +579,7 @@ class Reader:
         """The value asked about in a yes/no list question, or None (letter sizes must be upper case)."""
         pool = sorted({*_PROBE_POOLS.get(key, ()), *values}, key=len, reverse=True)
         for word in pool:
-            if word.isalpha() and word.isupper() and len(word) <= 3:
+            if word.isalpha() and word.isupper() and len(word) <= 3 and not re.fullmatch(r"X+[SL]", word):
                 if re.search(rf"(?<![\w]){word}(?![\w])", original):
                     return word
             elif find_word(fold(word), rest):
@@ -574,10 +590,11 @@ class Reader:
         """The facts of the first cue rule ``text`` matches; only when none does, its typo variants' (but a
         misspelt cue of something no fact sheet has wins over any other: "fair traed" is not "made")."""
         text = re.sub(r"\s+", " ", text)
+        text = self._corrected(text) or text
         swaps = _with_swaps(text)
         if self._cues and not self._cues[0][0] and self._cues[0][1].search(swaps):
             return ()
-        for candidate in (text, swaps, self._corrected(text)):
+        for candidate in (text, swaps):
             keys = next((keys for keys, pattern in self._cues if pattern.search(candidate)), None)
             if keys is not None:
                 return keys

@@ -73,6 +73,11 @@ def _answer(app: AppSpec, question: str, ts: int, reader: Reader | None = None) 
     ("ist das wasserdicht?", 150, [f"{EARBUDS}.waterproof"], "No"),
     ("c'est livré en combien de jours ?", 400, [f"{HEADPHONES}.shipping_days"], "5 days"),
     ("il y a une garantie sur les earbuds de Voltix ?", 700, [f"{EARBUDS}.warranty_months"], "12 months"),
+    ("dis-moi celui-ci c cb", 400, [f"{HEADPHONES}.price", f"{HEADPHONES}.discount_percent"], "$89.99"),
+    ("wie hoch ist der rabtat auf das hier?", 400, [f"{HEADPHONES}.discount_percent"], "10%"),  # typo, "hoch" no height
+    ("could you tell me the return window for the earbuds made by Voltix?", 700, [f"{EARBUDS}.returns_days"],
+     "14 days"),
+    ("en qué país fabrican esto?", 400, [], "not sure"),  # "fabrican" is not "fabric": origin, not on this sheet
     # references: ordinal in three languages, brand alone, the one shown before this one
     ("the 2nd one, how much?", 700, [f"{HEADPHONES}.price", f"{HEADPHONES}.discount_percent"], "$89.99"),
     ("el primero es impermeable?", 700, [f"{EARBUDS}.waterproof"], "No"),
