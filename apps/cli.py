@@ -678,6 +678,9 @@ def eval_run(
     = None,
     n_boot: Annotated[int | None, typer.Option(help="Bootstrap resamples of the paired 95% CIs against each "
                                                     "baseline (default 2000; 0 = no CIs).")] = None,
+    form: Annotated[bool | None, typer.Option("--form/--text", help="--form: send each travel task's constraints "
+                                              "as form fields too; --text (default): the request text only, as a "
+                                              "chat frontend sends it.")] = None,
     config: Annotated[Path | None, typer.Option("--config", "-c", help="YAML EvalConfig (eval/run.py).")] = None,
     dtype: Annotated[str, typer.Option(help="auto (bf16 where the CPU has it), bf16 or fp32.")] = "auto",
 ) -> None:
@@ -694,7 +697,7 @@ def eval_run(
     cfg = _config(EvalConfig, config, {"workers": workers, "limit": limit, "threads": threads, "seed": seed,
                                        "max_turns": max_turns, "temperature": temperature,
                                        "max_new_tokens": max_new_tokens, "enforce_budget": enforce_budget,
-                                       "budget_ms": budget_ms, "n_boot": n_boot})
+                                       "budget_ms": budget_ms, "n_boot": n_boot, "form": form})
     # runs/train/final -> runs/eval/train-final (agents are usually all called "final")
     out = out or Path("runs") / "eval" / ("-".join(agent.resolve().parts[-2:]) if agent is not None else "fallback")
     names = _split_names(baselines) if baselines else \

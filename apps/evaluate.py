@@ -20,6 +20,7 @@ This is the apps layer: it knows the apps (rewards, simulated users, request con
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack
@@ -113,6 +114,12 @@ def eval_app(world: Path, name: str) -> AppEnv:
         raise EvalSetupError(str(e)) from e
 
 
+def with_form(env: AppEnv, name: str) -> AppEnv:
+    """``env`` sending what the app's form frontend sends (its kit's ``form_request``); unchanged without one."""
+    form = app_table.kit(name).form_request
+    return dataclasses.replace(env, request_fn=form) if form is not None else env
+
+
 # ------------------------------------------------------------------------------------------------ the model
 def load_eval_model(agent_dir: Path, apps: dict[str, AppEnv], cfg: EvalConfig, stack: ExitStack,
                     dtype: Literal["auto", "bf16", "fp32"] = "auto") -> ModelAccess:
@@ -194,13 +201,15 @@ def evaluate(agent_dir: Path | None, logs: Path, out: Path, cfg: EvalConfig, *, 
     names: list[str] = sorted({t.app for t in tasks})
     world_dirs = find_worlds(logs, names, worlds, agent_dir)
     apps = {name: eval_app(world_dirs[name], name) for name in names}
+    if cfg.form:  # a form frontend sends the task's constraints as fields, not only the text
+        apps = {name: with_form(env, name) for name, env in apps.items()}
     ranked = {t.app for t in tasks if t.target is not None}  # apps whose tasks name target items
     rankers, note = baseline_rankers(baselines, {a: w for a, w in world_dirs.items() if a in ranked}, tasks)
     fallback = "fallback" in baselines and agent_dir is not None
     if "fallback" in baselines and agent_dir is None:
         left_out = "fallback left out: without an agent the fallback is what is evaluated"
         note = f"{note}; {left_out}" if note else left_out
-    meta = {"agent": str(agent_dir) if agent_dir is not None else None, "logs": str(logs),
+    meta = {"agent": str(agent_dir) if agent_dir is not None else None, "logs": str(logs), "form": cfg.form,
             "worlds": {k: str(v) for k, v in world_dirs.items()}, "baselines_requested": list(baselines)}
     if on_total is not None:
         on_total(len(tasks) * (2 if fallback else 1))  # the fallback replays every task too

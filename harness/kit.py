@@ -36,7 +36,9 @@ class AppKit:
     - ``check_task(task)``: what is wrong with a task for this app (e.g. no ground truth), None = fine;
     - ``world_files``: files besides ``catalog.jsonl`` the env's tools read (a world that has them is preferred
       over one that has only the catalog, e.g. a curated copy);
-    - ``configs``: the app's default config files by name (``sft``, ``rl``, ``cascade``, ``curate``, ...).
+    - ``configs``: the app's default config files by name (``sft``, ``rl``, ``cascade``, ``curate``, ...);
+    - ``form_request(task)``: what a form frontend sends for a task (its constraints as fields) where the app
+      has such a frontend, in place of ``env``'s request (the text a chat frontend sends); None = no form.
     """
 
     name: str
@@ -46,6 +48,7 @@ class AppKit:
     check_task: Callable[[Task], str | None] | None = None
     world_files: tuple[str, ...] = ()
     configs: Mapping[str, Path] = field(default_factory=dict)
+    form_request: Callable[[Task], dict[str, Any]] | None = None
 
     def task_problem(self, task: Task) -> str | None:
         """Why ``task`` cannot be run with this app (another app's task, no ground truth), or None."""

@@ -22,7 +22,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from apps.livestream.reader import fallback
+from apps.livestream.reader import fallback, warm_up
 from apps.livestream.world import (
     SPECIAL_FACTS,
     STREAMS_FILE,
@@ -208,6 +208,7 @@ def livestream_app(world: Path | str | None = None, *, catalog: Catalog | None =
     if catalog is None:
         raise ValueError("livestream_app needs a world directory or a catalog")
     by_id = {s.stream_id: s for s in streams or ()}
+    warm_up()
     return AppSpec(
         name="livestream", system_prompt=SYSTEM_PROMPT, tools=ToolRegistry(TOOLS), catalog=catalog,
         fallback=fallback, resources=LivestreamResources(by_id),

@@ -741,6 +741,15 @@ READER = Reader()
 """The app's reader: every language, relative references."""
 
 
+def warm_up() -> None:
+    """Load the word lists typo repair consults (~2 s, once per process) before the first viewer's question, not
+    during it (:func:`apps.livestream.agent.livestream_app` calls it)."""
+    from wordfreq import zipf_frequency
+
+    for lang in LANGUAGES:
+        zipf_frequency("warmup", lang)
+
+
 def fallback(ctx: TurnContext, reason: str) -> Final:
     """The livestream fallback: :data:`READER` answers."""
     try:

@@ -26,7 +26,15 @@ FEASIBLE_WEIGHT, SCORE_WEIGHT = 0.5, 0.5
 
 
 def request_constraints(task: Task) -> dict[str, Any]:
-    """What a planning request carries for ``task``: its stated constraints (``hidden`` ones are told on asking)."""
+    """What a chat frontend sends for ``task``: the request text only (the agent reads day, times, lodging, stops
+    and budget from it), plus any fields a task records as sent with it (``constraints["request"]``)."""
+    request = task.constraints.get("request")
+    return dict(request) if isinstance(request, dict) else {}
+
+
+def form_request(task: Task) -> dict[str, Any]:
+    """What a form frontend sends for ``task``: its stated constraints as fields (``hidden`` ones are told on
+    asking); ``sidekick eval run --form``."""
     return {k: v for k, v in task.constraints.items() if k not in task.hidden}
 
 

@@ -6,7 +6,7 @@ from functools import partial
 from pathlib import Path
 
 from apps.travel.agent import travel_app
-from apps.travel.env import request_constraints, reward_fn, simulated_user
+from apps.travel.env import form_request, request_constraints, reward_fn, simulated_user
 from harness.env import AppEnv
 from harness.kit import AppKit
 
@@ -23,4 +23,4 @@ def env(world: Path) -> AppEnv:
 def kit() -> AppKit:
     from apps.travel.sft import SOURCE
 
-    return AppKit(name="travel", env=env, sft=SOURCE, configs={"world": HERE / "world.yaml"})
+    return AppKit(name="travel", env=env, sft=SOURCE, configs={"world": HERE / "world.yaml"}, form_request=form_request)

@@ -15,7 +15,7 @@ import pytest
 
 from apps.travel.agent import fallback, travel_app
 from apps.travel.checker import Itinerary, Poi, Stop, plan_greedy, pois_from_items
-from apps.travel.env import request_constraints, reward, simulated_user
+from apps.travel.env import form_request, request_constraints, reward, simulated_user
 from apps.travel.world import TravelWorldConfig, generate_travel_world
 from harness.agent import AgentLoop, AppSpec, Final, ModelAccess, TurnContext
 from harness.budget import Budget
@@ -273,7 +273,7 @@ def test_app_from_a_generated_world_falls_back_to_feasible_plans(tmp_path: Path)
     pois = pois_from_items(app.catalog)
     for task in read_records(tmp_path / "tasks.jsonl", Task)[0]:
         result = AgentLoop(app, None).run_turn(SessionState(app="travel"), task.messages[0].content,
-                                               constraints=request_constraints(task))
+                                               constraints=form_request(task))
         assert result.degraded and result.reason == "no_model"
         assert reward(task, result.final, pois).success
         assert Itinerary.model_validate(result.final.data["itinerary"]).stops[0] == Stop(
@@ -281,12 +281,39 @@ def test_app_from_a_generated_world_falls_back_to_feasible_plans(tmp_path: Path)
             depart_min=task.constraints["start_min"])
 
 
+def test_fallback_plans_from_the_request_text_alone(tmp_path: Path) -> None:
+    """What offline eval sends by default: the text a chat frontend sends, no structured constraints."""
+    generate_travel_world(TravelWorldConfig(seed=3, pois=40, requests=12, travellers=3), tmp_path)
+    app = travel_app(tmp_path)
+    pois = pois_from_items(app.catalog)
+    tasks = read_records(tmp_path / "tasks.jsonl", Task)[0]
+    feasible = 0
+    for task in tasks:
+        assert request_constraints(task) == {}
+        result = AgentLoop(app, None).run_turn(SessionState(app="travel"), task.messages[0].content,
+                                               constraints=request_constraints(task))
+        feasible += reward(task, result.final, pois).success
+    assert feasible >= len(tasks) - 1, (feasible, len(tasks))
+
+
 def test_simulated_user_answers_from_hidden_then_constraints(app: AppSpec) -> None:
     task = Task(task_id="t", app="travel", kind="plan", messages=[Message(role="user", content="Plan a day")],
                 constraints=REQUEST, hidden={"day": "fri"})
-    assert request_constraints(task)["start_poi"] == "poi-h" and "day" not in request_constraints(task)
+    assert form_request(task)["start_poi"] == "poi-h" and "day" not in form_request(task)
+    assert request_constraints(task) == {}  # a chat frontend sends the text only
     assert simulated_user(task, "Which day are you going?") == "On Friday."
     assert simulated_user(task, "Which hotel are you staying at?", app.resources.pois) == (
         "We start at Test hotel and end the day at Test hotel.")
     assert simulated_user(task, "Anything else?") == "Whatever you think is best — please go ahead and plan it."
     assert simulated_user(task, "Here is your plan.") == "Thanks, that works!"
+
+
+def test_eval_sends_text_unless_form_is_asked(tmp_path: Path) -> None:
+    import apps as app_table
+    from apps.evaluate import with_form
+
+    generate_travel_world(TravelWorldConfig(seed=3, pois=40, requests=2, travellers=2), tmp_path)
+    task = read_records(tmp_path / "tasks.jsonl", Task)[0][0]
+    env = app_table.load_env(tmp_path, "travel")
+    assert env.request_fn(task) == {}
+    assert with_form(env, "travel").request_fn(task) == form_request(task) != {}
