@@ -93,7 +93,12 @@ _KIN = re.compile(
     r"(?:mother|father|sister|brother|son|daughter)-in-law|godson|goddaughter|godmother|godfather|stepson|"
     r"stepdaughter|stepmom|stepdad|twins|guy|girl|lady|gentleman|man|woman|person|courier|host|student|coach|"
     r"doctor|nurse|vet|babysitter|employee|intern|buyer|seller|sender|recipient|client|customer|guest|"
-    r"passenger|traveller|traveler|kids are|twins are)"
+    r"passenger|traveller|traveler|kids are|twins are|baby|"
+    r"abuela|abuelo|abuelita|mamá|mama|papá|papa|tía|tia|tío|tio|hermana|hermano|hija|hijo|esposa|esposo|novia|novio|"
+    r"prima|primo|sobrina|sobrino|amiga|amigo|mãe|mae|pai|filha|filho|avó|avô|irmã|irmão|oma|opa|mutter|vater|"
+    r"tochter|sohn|schwester|bruder|freundin|freund|frau|mann|maman|fille|fils|sœur|soeur|frère|frere|amie|ami|"
+    r"nonna|nonno|madre|padre|figlia|figlio|sorella|fratello|moglie|marito|zio|zia|anne|baba|abla|kardeşim|"
+    r"mamy|tata|córka|syn|żona|mąż|siostra|brat|мама|папа|сестра|брат|дочь|сын|жена|муж|бабушка|дедушка)"
     r"(?:'s name is|,)?\s*$)"
     r"|(?:\b(?:familie|famille|family|familia|família|famiglia|rodzina|семья)\s*$)",
     re.IGNORECASE,
@@ -106,6 +111,9 @@ _PERSON_BEFORE = re.compile(
     r"that's|that is|that was|they're|they are|one is|both are|all are) for|to:|for:|from:)\s*,?\s*$)",
     re.IGNORECASE,
 )
+# Cues strong enough that the name needs no punctuation after it: "tell Mercy the booking is sorted".
+_PERSON_OBJECT = re.compile(r"(?i:\b(?:tell|ask|thank|thanks|meet|remind|text|message|email|call|let|help|congratulate|"
+                            r"dear|me(?: and| &| \+)|me,)\s*$)")
 _PERSON_BEFORE_NARROW = re.compile(r"(?i:(?:^|[\"“‘'(]|[.!?]\s+)\s*(?:to|from|for)\s*$)")
 # After a name: it speaks, acts or is somebody's ("Grant said", "Mercedes here", "Ahmad will be there").
 _PERSON_AFTER = re.compile(
@@ -113,7 +121,7 @@ _PERSON_AFTER = re.compile(
     r"likes\b|loves\b|needs\b|needed\b|will (?:be|sign|pick|collect|come|call|get|take|receive|bring|meet|pay)\b|"
     r"is (?:picking|coming|visiting|my|our|allergic|turning|getting|going|at (?:home|work|the))\b|has (?:a|an|my)\b|"
     r"signs\b|signed\b|typed\b|wrote\b|recommended\b|bought\b|ordered\b|paid\b|picked\b|sent\b|gave\b|"
-    r"can (?:pick|sign|collect|come|take|receive)\b|and I\b|& I\b|and me\b|"
+    r"can (?:pick|sign|collect|come|take|receive)\b|(?:and|&|\+) [Ii]\b|and me\b|from (?:\w+ ){1,2}here\b|"
     r"\((?:she|he|they|my)\b|,\s+(?:she|he|they)(?:'s|’s| is| was| will| has| said| wants| likes| loves)\b|"
     r",\s+(?:my|our|his|her)\s+)"
     r"|['’]s\s+(?:birthday|bday|b-day|mom|mum|dad|mother|father|wife|husband|boyfriend|girlfriend|sister|brother|"
@@ -159,7 +167,8 @@ _PLACE_HEADS = frozenset("mt mount lake cape saint san santa são port fort isla
 _VIET_SURNAMES = frozenset("nguyễn trần lê phạm hoàng huỳnh phan vũ võ đặng bùi đỗ hồ ngô dương lý đinh trương "
                            "lâm mai cao tạ quách lương".split())
 # Joins between names in a list: "Kemi and Tobi", "Hodan & Farhiya", "Minh, Khoa y Lan".
-_COORD = re.compile(r"\s*(?:,\s*(?:and\s+|&\s+)?|\s(?:and|&|\+|y|e|und|et|và|и|ve)\s+)")
+_COORD = re.compile(r"\s*(?:,\s*(?:and\s+|&\s+)?|\s(?:and|&|\+|y|e|und|et|và|и|ve)\s+)|['\"’”]\s+not\s+")
+_CONJUNCTIONS = frozenset({"and", "y", "e", "und", "et", "và", "и", "ve"})
 _SHIP_CUE = re.compile(r"\b(?:send|ship|deliver|post|mail)(?: it| them| this| that)? to\s*$")
 _GREETING = re.compile(
     r"(?:\bhi|\bhello|\bhey|\bdear|\bthanks|\bthank you|\bcheers|\bbest|\blove|\bxoxo|\bbye)[,!]?\s*$"
@@ -236,6 +245,48 @@ class NameFinder:
             spans.extend(self._ner(text))
         return spans
 
+    def propagate(self, text: str, names: set[str]) -> list[tuple[int, int]]:
+        """Other occurrences of names found elsewhere in the conversation (``names``: the found spans' text),
+        word for word and in the same case (a "Rose" found does not make "rose gold" a name), grown over the
+        name-like words next to them ("Sky" found, "Sky Montgomery-Wells" here)."""
+        lex = self.lexicon
+        if lex is None:
+            return []
+        words = {w.group() for n in names for w in _TOKEN.finditer(n)}
+        words = {w for w in words if len(w) > 1 and w.casefold() not in _NOT_NAMES and w.casefold() not in self.protected}
+        toks = [_Tok(m.start(), m.end(), m.group()) for m in _TOKEN.finditer(text)]
+        out = []
+        for k, tok in enumerate(toks):
+            if tok.text not in words:
+                continue
+            a = b = k
+            while b + 1 < len(toks) and b - k < 3 and text[toks[b].end : toks[b + 1].start] == " " \
+                    and self._joins_name(toks[b + 1]):
+                b += 1
+            while a > 0 and k - a < 2 and text[toks[a - 1].end : toks[a].start] == " " and self._joins_name(toks[a - 1]):
+                a -= 1
+            run = toks[a : b + 1]
+            if (b + 1 < len(toks) and toks[b + 1].titled and text[toks[b].end : toks[b + 1].start] == " ") or (
+                    a > 0 and toks[a - 1].titled and toks[a - 1].key not in _NOT_NAMES
+                    and text[toks[a - 1].end : toks[a].start] == " "):
+                continue  # part of another proper noun: "Paris Hilton", "Ethan Allen", "Marina Bay Sands"
+            if not self._product_context(text, run):
+                out.append((run[0].start, run[-1].end - (2 if run[-1].text[-2:] in ("'s", "’s") else 0)))
+        return out
+
+    def _joins_name(self, tok: _Tok) -> bool:
+        """A capitalised word that may continue a name: somebody's name (every part, if hyphenated) or no
+        common word, and no brand, place, colour or catalog word."""
+        lex = self.lexicon
+        assert lex is not None
+        if not tok.titled or tok.key in _NOT_NAMES or tok.key in self.protected or tok.key in PRODUCT_WORDS:
+            return False
+        parts = [p for p in tok.key.split("-") if p]
+        if len(parts) > 1:  # a double-barrelled name: "Montgomery-Wells" (one part may be a town too)
+            return all(lex.is_name(p) and p not in lex.brands for p in parts)
+        return all((lex.is_name(p) or p not in lex.common) and p not in lex.brands and not lex.is_place(p)
+                   and p not in lex.frequent for p in parts)
+
     def _ner_worthy(self, tok: _Tok, k: int) -> bool:
         """Only texts with a word the model's PERSON spans could keep are sent to it (a PERSON span
         needs a word that is a name in the lexicon): most shopping texts have none, and skip the model."""
@@ -273,6 +324,8 @@ class NameFinder:
         if run[0].key in _PLACE_HEADS and len(run) > 1:
             return True  # "Mt Fuji", "Wadi Rum", "Lake Bled"
         before = text[max(0, run[0].start - 16) : run[0].start].casefold()
+        if before.endswith(" a ") and _BOUNDARY.match(text, run[-1].end):
+            before = before[:-2]  # "per a Jordi Puig i Ferrer" (Catalan "for"), not "a Salomon jacket"
         if re.search(r"\b(?:the|a|an|this|that|these|those|some|my new|new|our|see|visit|visiting|tour|explore|"
                      r"near|around|versus|vs\.?|in|at|mt\.?|mount|lake|cape|port|fort|isla|wadi|jebel|gunung|st\.?|"
                      r"saint|san|santa|são|sainte)\s+$",
@@ -280,6 +333,8 @@ class NameFinder:
             return True  # "see Ponte Vecchio", "in Alfama", "Mt Fuji"
         if re.match(r" (?:[A-Za-z]*\d|[A-Z]{2,}\b)", text[run[-1].end :]):
             return True  # a model name follows: "Air Max 90", "Dyson V15"
+        if re.match(r"(?i) (?:(?:back )?in stock|on sale|restocked|sold out|out of stock)\b", text[run[-1].end :]):
+            return True  # "do you have Patience in stock" (a game): people are not in stock
         if run[-1].text[-2:] in ("'s", "’s"):
             return False  # "Tariq's jacket": a person's
         nxt = _TOKEN.match(text, run[-1].end + 1) if text[run[-1].end : run[-1].end + 1] == " " else None
@@ -379,24 +434,30 @@ class NameFinder:
 
         def namey(t: _Tok) -> bool:
             return (t.titled or not t.latin) and t.key not in _NOT_NAMES and t.key not in self.protected \
-                and not lex.is_place(t.key) and (lex.is_name(t.key) or t.key not in lex.common)
+                and (not lex.is_place(t.key) or t.key in lex.top) and (lex.is_name(t.key) or t.key not in lex.common)
 
         for _ in range(3):
             new = []
             for s, e in found + out:
                 after = _COORD.match(text, e)
                 if after is not None:
-                    run = [t for t in toks if t.start >= after.end()][:3]
+                    run = [t for t in toks if t.start >= after.end()][:6]
                     k = 0
-                    while k < len(run) and namey(run[k]) and (k == 0 or run[k].start - run[k - 1].end == 1):
+                    while k < len(run) and (k == 0 or run[k].start - run[k - 1].end == 1) and (namey(run[k]) or (
+                            k > 0 and run[k].key in _PARTICLES and k + 1 < len(run) and run[k].text.islower())):
                         k += 1
+                    while k > 1 and run[k - 1].key in _PARTICLES:
+                        k -= 1
                     if k and run[0].start == after.end():
                         new.append((run[0].start, run[k - 1].end))
                 before = [t for t in toks if t.end <= s]
+                if len(before) >= 2 and before[-1].key in _CONJUNCTIONS:
+                    before = before[:-1]  # "Kemi and Tobi": the word before "and"
                 if before:
                     gap = text[before[-1].end : s]
                     left = before[-1]
-                    if _COORD.fullmatch(gap) and namey(left) and (self._lexical_name(left) or left.key in lex.top):
+                    if _COORD.fullmatch(gap) and namey(left) and left.key not in lex.brands and (
+                            self._lexical_name(left) or left.key in lex.top or (left.titled and lex.is_name(left.key))):
                         new.append((before[-1].start, before[-1].end))
             new = [n for n in new if n not in out and not any(a <= n[0] and n[1] <= b for a, b in found + out)]
             if not new:
@@ -482,12 +543,22 @@ class NameFinder:
         tok = toks[k]
         if tok.titled or (self.lexicon is not None and not tok.latin):
             return True
-        # A lower-case name right after a strong cue ("my name is lena chen", "its for kwame").
-        if tok.key in _NOT_NAMES or not (tok.key in self.known or self._lexical_name(tok)):
+        # A lower-case name right after a strong cue ("my name is lena chen", "its for kwame"), a relative ("my mom
+        # rosa-linda") or before a person's verb ("adebola and i", "can jun-ho sign").
+        lex = self.lexicon
+        if tok.key in _NOT_NAMES:
+            return False
+        rare = self._lexical_name(tok)
+        double = lex is not None and "-" in tok.key and all(lex.is_name(p) for p in tok.key.split("-") if p)
+        if not (tok.key in self.known or rare or double):
             return False
         before = text[max(0, tok.start - 40) : tok.start].casefold()
+        if not tok.text.islower():  # "customer name BAPTISTE ROUSSEAU", not "a kids XS"
+            return len(tok.text) > 2 and bool(_STRONG.search(before)) if first_in_run else toks[k - 1].text.isupper()
         if first_in_run:
-            return bool(_STRONG.search(before) or (self._lexical_name(tok) and _LOWER_CUE.search(before)))
+            return bool(_STRONG.search(before) or ((rare or double) and (_LOWER_CUE.search(before) or _KIN.search(before)))
+                        or ((rare or double) and lex is not None and (_PERSON_AFTER.match(text, tok.end) or (
+                            _MODAL_BEFORE.search(before) and _ACTION_AFTER.match(text, tok.end)))))
         return not toks[k - 1].titled
 
     def _lexical_name(self, tok: _Tok) -> bool:
@@ -502,9 +573,10 @@ class NameFinder:
         if not self._name_shaped(text, toks, i, True):
             return i
         j = i + 1
-        while j < len(toks) and j - i < 6:
+        while j < len(toks) and j - i < 12:
             gap = text[toks[j - 1].end : toks[j].start]
-            if gap != " ":
+            if gap != " " and not (gap == ". " and len(toks[j - 1].text) <= 2 and toks[j - 1].titled
+                                   and toks[j - 1].key not in _NOT_NAMES):  # "Ma. Cristina", "Md. Rahim"
                 break
             p = j
             while p < len(toks) and p - j < 3 and toks[p].key in _PARTICLES and toks[p].text.islower() \
@@ -521,7 +593,8 @@ class NameFinder:
     def _judge(self, text: str, run: list[_Tok]) -> tuple[int, int] | None:
         while run and run[0].key in _NOT_NAMES and not self._cued_popular(text, run[0]):
             run = run[1:]
-        while run and (run[-1].key in _NOT_NAMES or run[-1].key in _PARTICLES):
+        while run and ((run[-1].key in _NOT_NAMES and not (len(run) == 1 and self._cued_popular(text, run[0])))
+                       or run[-1].key in _PARTICLES):
             run = run[:-1]
         if not run:
             return None
@@ -565,7 +638,7 @@ class NameFinder:
         assert lex is not None
         head = keys[0]
         if _KIN.search(before):
-            return lex.is_name(head) or head in self.known or head not in lex.common
+            return head not in PRODUCT_WORDS or lex.is_name(head)  # "my niece Selam", "my abuela Killa Mamani"
         unknown = all(k not in lex.common for k in keys) and not lex.is_place(" ".join(keys))  # "Tāne Rangihau here"
         if not (lex.is_name(head) or head in self.known or unknown) or head in self.protected \
                 or head in PRODUCT_WORDS or head in lex.brands \
@@ -579,6 +652,8 @@ class NameFinder:
             return True
         if len(keys) == 1 and lex.is_brand_or_town(head):
             return False
+        if _PERSON_OBJECT.search(before) and not re.match(r"\s+(?:[A-Za-z]*\d|of\b|for\b|to\b|about\b)", text[run[-1].end :]):
+            return True
         return bool((_PERSON_BEFORE.search(before) or _PERSON_BEFORE_NARROW.search(before))
                     and (after_boundary or len(keys) >= 2))
 

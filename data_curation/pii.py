@@ -539,6 +539,12 @@ class Scrubber:
                 extra.setdefault(i, []).append(Detection(local.start(), local.start() + len(local.group().rstrip()), "EMAIL"))
                 lead = len(domain.group()) - len(domain.group().lstrip())
                 extra.setdefault(i + 1, []).append(Detection(lead, domain.end(), "EMAIL"))
+        seen = {texts[i][d.start : d.end] for i, (_, dets) in enumerate(out) for d in dets if d.type == "NAME"}
+        if seen:  # "it was bought by Sky" / "Sky Montgomery-Wells, 07700 …": a name found once is a name elsewhere
+            for i, text in enumerate(texts):
+                spans = self.names.propagate(text, seen)
+                if spans:
+                    extra.setdefault(i, []).extend(Detection(s, e, "NAME") for s, e in spans)
         for i, dets in extra.items():
             found = resolve([*out[i][1], *dets])
             out[i] = (_render(texts[i], found), found)

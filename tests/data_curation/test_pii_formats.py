@@ -32,6 +32,11 @@ REMOVED = [
     ("see you soon, love, Blessing", "see you soon, love, <NAME>"),
     ("it's a present for Honey, she loves green", "it's a present for <NAME>, she loves green"),
     ("Bitte an Familie Oberreiter liefern", "Bitte an Familie <NAME> liefern"),
+    ("pls remind Faith the parcel is at the back door", "pls remind <NAME> the parcel is at the back door"),
+    ("for my tía Carmela, size 38", "for my tía <NAME>, size 38"),
+    ("can Ama and Kojo both collect?", "can <NAME> and <NAME> both collect?"),
+    ("nkiruka and i want the twin room", "<NAME> and i want the twin room"),
+    ("it should say 'Yesenia' not Yesennia", "it should say '<NAME>' not <NAME>"),
     # lower case, initials, particles, a common first name before a rare surname
     ("order was for thandiwe ngcobo", "order was for <NAME>"),
     ("signed, J. Oyelowo-Barnes", "signed, <NAME>"),
@@ -89,6 +94,11 @@ def test_removed(scrubber: Scrubber, text: str, expected: str) -> None:
 @pytest.mark.parametrize("text", KEPT, ids=[t[:36] for t in KEPT])
 def test_kept(scrubber: Scrubber, text: str) -> None:
     assert scrubber.scrub(text)[0] == text
+
+
+def test_a_name_found_in_one_message_is_a_name_in_the_others(scrubber: Scrubber) -> None:
+    out = [text for text, _ in scrubber.scrub_turns(["it's from Hope", "Hope Okoro-Bassey, flat 2", "hope it fits"])]
+    assert out == ["it's from <NAME>", "<NAME>, <ADDRESS>", "hope it fits"]  # same case only
 
 
 @pytest.mark.parametrize(("kind", "good", "bad"), [
