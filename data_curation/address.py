@@ -63,7 +63,7 @@ _UNIT = (
     r"no\.?|no:|nr\.?|nº|n°|#|kamar|phòng|quarto|habitación|hab\.|chambre|zimmer|stanza|oda|pmb|"
     r"д\.|дом|кв\.|квартира|корп\.|стр\.)"
 )
-_UNIT_PHRASE = rf"(?:{_UNIT}\s*[A-Za-z]?\d{{1,5}}[A-Za-z]?(?:[-/]\d{{1,4}}[A-Za-z]?)?|\d{{1,3}}(?:st|nd|rd|th|º|ª|°|\.)?\s*(?:floor|fl\.?|piso|andar|etage|étage|stock|og)|\d{{1,3}}\s?[º°ª]\s?[A-Za-z]?|{_UNIT}\s+[A-Z]\b)"
+_UNIT_PHRASE = rf"(?:{_UNIT}\s*[A-Za-z]?\d{{1,5}}[A-Za-z]?(?:[-/]\d{{1,4}}[A-Za-z]?)?|\d{{1,2}}F\b|\d{{1,3}}(?:st|nd|rd|th|º|ª|°|\.)?\s*(?:floor|fl\.?|piso|andar|etage|étage|stock|og)|\d{{1,3}}\s?[º°ª]\s?[A-Za-z]?|{_UNIT}\s+[A-Z]\b)"
 _POSTCODES = (
     r"\d{5}-\d{3}",  # Brazil
     r"\d{5}(?:-\d{4})?",  # US, DE, FR, ES, IT, MX...
@@ -76,6 +76,7 @@ _POSTCODES = (
     r"\d{2}-\d{3}",  # Poland
     r"〒?\s?\d{3}-\d{4}",  # Japan
     r"\d{3}\s?\d{3}",  # India
+    r"\(?[A-Z]\d{4}[A-Z]{3}\)?",  # Argentina (CPA)
     r"\d{4,6}",  # many others
 )
 _POSTCODE = "(?:" + "|".join(_POSTCODES) + ")"
@@ -89,6 +90,13 @@ _CORE = re.compile(
         r"\s+\d{1,3}\s?[A-Za-z]?(?:\s(?:bis|sur|este|norte))?\s*(?:#|(?i:no\.?|n[º°]))\s*\d{1,3}\s?[A-Za-z]?\s*-\s*\d{1,3}\b",
         # a street word then the number, in English as some countries write it: Street 14 / Road 5
         r"(?<![\w-])(?:Street|Road|St\.?|Rd\.?|Lane|Avenue|Ave\.?|Soi|Alley)\s+\d{1,4}[A-Za-z]?\b(?=\s*,)",
+        # Japan in Latin letters: 1-chōme-1-2 Oshiage / 3-chome-5 Sakae; Korea: Yanghwa-ro 45, Teheran-ro 152
+        rf"\b\d{{1,2}}-ch[oō]me(?:-\d{{1,4}}){{1,2}}\s+{_CAP}",
+        rf"\b{_CAP}-(?:ro|gil|daero|dong)\s+\d{{1,4}}(?:-\d{{1,4}})?\b",
+        # Thailand: 99/12 ซอยสุขุมวิท 31 แขวง… เขต… 10110
+        r"\b\d{1,5}(?:/\d{1,4})?\s*(?:หมู่\s*\d+\s*)?(?:ซอย|ซ\.|ถนน|ถ\.|หมู่บ้าน|ตำบล|ต\.|แขวง)[\u0e00-\u0e7f\d/ .]*?(?:\d{5}|(?=\s|$))",
+        # a named road opening a message, without a number: "Ngong Road, Karen, Nairobi"
+        rf"^\s*(?:{_CAP}\s+){{1,3}}(?:Road|Rd\.?|Street|St\.?|Avenue|Ave\.?|Lane|Drive|Highway|Marg)(?=\s*,)",
         # parcel lockers: Packstation 174 / Paczkomat WAW12A
         r"(?i:\b(?:packstation|postfiliale|paczkomat|pakketautomaat|parcel locker|amazon locker)\s*[A-Z]{0,3}\d{1,4}[A-Z]?\b)",
         # number, then type first: 12 rue de la Paix / 45, avenida Paulista
@@ -137,6 +145,7 @@ _ANCHOR = re.compile(
         rf"\b(?:\d{{5}}|\d{{3}} \d{{2}}|\d{{2}}-\d{{3}}|\d{{4}}-\d{{3}}|\d{{5}}-\d{{3}}|\d{{4}} ?[A-Z]{{2}})\s+{_CAP}",
         rf"{_CAP}(?:[ ,]+(?:[A-Z]{{2}}|{_AU_STATES}))?,?\s+(?:\d{{6}}|\d{{5}}(?:-\d{{4}})?|\d{{5}}-\d{{3}}|\d{{3}} \d{{2}})\b(?![ -]?\d)",
         rf"\b(?:{_AU_STATES})\s+\d{{4}}\b",
+        r"\([A-Z]\d{4}[A-Z]{3}\)",  # Argentine CPA in brackets: "CABA (C1425BGH)"
         rf"(?<=, )\d{{4}}\s+{_CAP}",  # "Hannoluohkká 14, 9520 Guovdageaidnu"
         rf"\b{_CAP}\s+\d{{4}},\s+{_CAP}(?:\s+{_CAP})?",  # "Rondebosch 7700, Cape Town"
         rf"\b(?:{_UK_AREAS})\d[A-Z\d]?\s\d[ABD-HJLNP-UW-Z]{{2}}\b",  # UK post code of a real area, with its space
@@ -216,7 +225,7 @@ def _extend(text: str, start: int, end: int) -> tuple[int, int]:
     """Grow [start, end) over address-like comma-separated pieces on either side (a few at most)."""
     lower = not re.search(r"\b[A-Z][^\W\d_]", text[start:])  # no capitalised word: "calle 9 de julio 1540, piso 4 depto B"
     for _ in range(6):
-        m = re.match(r"\.?\s*[,，]\s*|\s+-\s+|\s*/\s*|\s+", text[end:])
+        m = re.match(r"\.?\s*[,，]\s*|\s+[-—–]\s+|\s*/\s*|\s+", text[end:])
         if m is None:
             break
         rest = text[end + m.end():]

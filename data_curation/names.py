@@ -65,7 +65,7 @@ obrigada grazie salam shalom konnichiwa hei xin hallå ahoj cześć czesc szia s
 안녕하세요 안녕 こんにちは こんばんは おはよう 你好 您好 谢谢 привет здравствуйте مرحبا
 है हूँ हूं हैं का की के और मेरा मेरी नाम जी here again team customer client guest sender user
 herr frau familie famille familia família famiglia señor señora sr sra srta monsieur madame mme mlle signor
-signora sig mevrouw meneer dhr mevr senhor senhora sayın
+signora sig mevrouw meneer dhr mevr senhor senhora sayın sidekick
 """)
 _STRONG = re.compile(
     r"(?:\bmy name is|\bname is|\bname's|\bname:|\bthis is|\bit's|\bit is|\bi'm|\bi am|\bim|\bcall me|"
@@ -75,6 +75,8 @@ _STRONG = re.compile(
     r"\b(?:booking|reservation|table|order|room) (?:is )?under|(?<!brand )(?<!product )(?<!model )(?<!file )(?<!user)"
     r"(?<!domain )(?<!street )(?<!company )(?<!shop )(?<!store )(?<!hotel )(?<!place )\bname|\bnamed as|"
     r"\b(?:recipient|receiver|addressee|consignee|holder|cardholder|beneficiary)(?: to| is| will be| should be|:)?|"
+    r"\baddress(?: it| them| this)? to|\bname on (?:the )?card:?|\b(?:booked|reserved|registered|listed|filed) under|"
+    r"\bon behalf of|\bbehalf of|"
     r"\b(?:herr|frau|familie|famille|familia|família|famiglia|señor|señora|sr\.?|sra\.?|srta\.?|monsieur|madame|"
     r"mme\.?|mlle\.?|signor|signora|sig\.?|sig\.ra|mevrouw|meneer|dhr\.?|mevr\.?|pani|senhor|senhora|sayın|"
     r"ustadh|sheikh|shaikh|sensei|san|sama)|"
@@ -152,7 +154,9 @@ _ANY_SCRIPT_CUE = re.compile(
     r"имя|зовут|получатель|одержувач|звати|παραλήπτης|όνομα|με λένε|adım|ismim|alıcı|nama saya|nama|penerima|"
     r"ako si|pangalan)\b\s*[:：]?\s*)"
     r"|(?:收件人|收货人|收貨人|姓名|名字|亲爱的|親愛的|我叫|名義は|名前は|氏名|宛名|宛先|"
-    r"받는 사람은|받는 사람|이름은|이름|받는분|नाम|मेरा नाम|ชื่อ|คุณ|اسمي|الاسم|المستلم|نام|שמי|שם)\s*[:：]?\s*"
+    r"받는 사람은|받는 사람|이름은|이름|받는분|नाम|मेरा नाम|ชื่อ|คุณ|اسمي|الاسم|المستلم|نام|שמי|שם|আমার নাম|নাম|"
+    r"என் பெயர்|பெயர்|నా పేరు|పేరు|میرا نام|माझे नाव|ስሜ|ስም|სახელი|ჩემი სახელია|անունս|անուն|ชื่อผู้รับ|ผู้รับ)"
+    r"\s*[:：]?\s*"
 )
 # A name in a script without spaces between words: 2-4 Han characters, a kana or Hangul word.
 _CJK_NAME = re.compile(r"[\u4e00-\u9fff]{2,3}(?=[^\u4e00-\u9fff]|$)|[\u30a0-\u30ff]+(?:[ 　・][\u30a0-\u30ff]+)?"
@@ -319,8 +323,10 @@ class NameFinder:
         if any((t.key in PRODUCT_NOUNS and not (k == 0 < len(run) - 1 and lex is not None and t.key in lex.first))
                or (len(t.text) > 1 and t.text.isupper()) for k, t in enumerate(run)):
             return True  # "Café Central", "Bose QC Ultra" (but "River Castellanos")
-        if self.lexicon is not None and any(t.key in self.lexicon.brands for t in run):
-            return True  # "Adidas Sambas", "Dyson Airwraps"
+        if self.lexicon is not None and (any(t.key in self.lexicon.brands for t in run) or any(
+                " ".join(t.key for t in run[a : b + 1]) in self.lexicon.brands
+                for a in range(len(run)) for b in range(a + 1, min(len(run), a + 4)))):
+            return True  # "Adidas Sambas", "Dyson Airwraps", "Calvin Klein"
         if run[0].key in _PLACE_HEADS and len(run) > 1:
             return True  # "Mt Fuji", "Wadi Rum", "Lake Bled"
         before = text[max(0, run[0].start - 16) : run[0].start].casefold()

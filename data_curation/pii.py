@@ -60,6 +60,7 @@ class Detection:
 _EMAIL = re.compile(
     r"(?<![\w.%+'-])[\w][\w.%+'-]*@(?:[^\W_](?:[\w-]*[^\W_])?\.)+(?:[A-Za-z]{2,24}|xn--[a-z0-9-]+)(?![\w-])"
     r"|(?<![\w.+-])[\w.+-]+\s*[\[(]at[\])]\s*[\w-]+(?:\s*(?:[\[(]dot[\])]|\.)\s*[\w-]+)+"
+    r"|(?i:(?<![\w.+-])[\w.+-]+@[\w-]+(?:\s+dot\s+[\w-]+)+)"  # "o.ndiaye@ucad dot sn"
     # "lena dot k at gmx dot de": spelt-out forms need a known top-level domain at the end
     r"|(?i:(?<![\w.+-])[\w.+-]+(?:\s+dot\s+[\w+-]+)*\s+at\s+[\w-]+(?:\s+dot\s+[\w-]+)*(?:\s+dot\s+|\.)"
     r"(?:com|net|org|edu|gov|io|co|me|info|biz|de|uk|fr|es|it|nl|be|ch|at|pl|pt|br|mx|ar|cl|in|jp|cn|kr|ru|ua|"
@@ -87,7 +88,8 @@ _ORDER_WORDS = (
 )
 _ORDER_CUE = re.compile(
     rf"(?i:(?:\b|(?<=\W))(?:{_ORDER_WORDS})(?:\s*(?:no\.?|nr\.?|n\.|nº|n°|№|number|num|id|code|draft|is|was|says|#))*)"
-    r"\s*[:#]?\s*(?P<id>#?[A-Za-z0-9](?:[A-Za-z0-9-]|/(?=[A-Za-z0-9])){4,30})(?![\w/])"
+    r"\s*[:#]?\s*(?P<id>#?[A-Za-z0-9](?:[A-Za-z0-9-]|/(?=[A-Za-z0-9])|(?<=\d{4}) (?=\d{4}\b|\d{2}(?!\s*[A-Za-z])))"
+    r"{4,40})(?![\w/])"
 )
 _ORDER_CONTEXT = re.compile(rf"(?i)\b(?:{_ORDER_WORDS})\b")
 _ORDER_SHAPES = re.compile(
@@ -99,13 +101,14 @@ _ORDER_SHAPES = re.compile(
     r"|\b(?=[\w-]*[A-Z])\d{2,6}-[A-Z0-9]{2,8}(?:-[A-Z0-9]{2,8})+\b"  # 7781-2290-RU, 99-SA-482751
     r"|\b[A-Z]{2,5}[/-]20\d{2}[/-]\d{1,4}(?:[/-]\d{1,8})?\b"  # INV/2025/04417, AB-2025/11/0093
     r"|\b20\d{2}(?:0[1-9]|1[0-2])(?:0[1-9]|[12]\d|3[01])-\d{3,8}\b"  # 20251104-0087: date-stamped
+    r"|\b9[2-5]\d{2}(?: ?\d{4}){4} ?\d{2}\b"  # USPS tracking, 22 digits
 )
 _DATE = re.compile(r"\d{1,4}[/.-]\d{1,2}(?:[/.-]\d{2,4})?")
 _ORDER_HASH = re.compile(r"(?<![\w#])#\d{3,12}\b")
 _SSN = re.compile(r"\b(?!000|666|9\d\d)\d{3}-(?!00)\d{2}-(?!0000)\d{4}\b")
 _NINO = re.compile(r"\b(?!BG|GB|NK|KN|TN|NT|ZZ)[A-CEGHJ-PR-TW-Z][A-CEGHJ-NPR-TW-Z] ?\d{2} ?\d{2} ?\d{2} ?[A-D]\b")
 _ID_CUE = re.compile(
-    r"(?i:\b(?:ssn|social security(?: number| no\.?)?|passport(?: number| no\.?)?|national id(?: number)?|"
+    r"(?i:\b(?:ssn|social security(?: number| no\.?)?|social|passport(?: number| no\.?)?|national id(?: number)?|"
     r"id (?:number|no\.?)|tax id|tin|steuer-?id|personalausweis(?:nummer)?|aadhaar|pan|dni|nie|nif|bsn|"
     r"personnummer|cpf|curp|nino|ni number|kennitala|pesel|codice fiscale|cf|cpr|hetu|henkilötunnus|"
     r"rut|run|rfc|nir|insee|sofinummer|bsn|pps|ppsn|sin|nric|fin|hkid|mynumber|emirates id|"
@@ -408,7 +411,7 @@ def _addresses(text: str) -> Iterator[Detection]:
     spans.sort()
     merged: list[list[int]] = []
     for s, e in spans:
-        if merged and s < merged[-1][1]:
+        if merged and (s < merged[-1][1] or re.fullmatch(r"[\s,(]{0,3}", text[merged[-1][1] : s])):
             merged[-1][1] = max(merged[-1][1], e)
         elif e > s:
             merged.append([s, e])

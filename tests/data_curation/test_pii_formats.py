@@ -67,11 +67,25 @@ REMOVED = [
     ("HKID Z683365(5)", "HKID <NATIONAL_ID>"),
     ("Emirates ID 784-1985-1234567-1", "Emirates ID <NATIONAL_ID>"),
     ("teudat zehut 392378790", "teudat zehut <NATIONAL_ID>"),
+    ("my social is 078 05 1120", "my social is <NATIONAL_ID>"),
+    # names after cues in more scripts and phrasings
+    ("booked under Kowalczyk, 2 nights", "booked under <NAME>, 2 nights"),
+    ("name on card: AMARA OKEKE", "name on card: <NAME>"),
+    ("please address it to Գայանե Սարգսյան", "please address it to <NAME>"),
+    ("আমার নাম সুমাইয়া আক্তার", "আমার নাম <NAME>"),
+    # addresses: Japan and Korea in Latin letters, Thailand, a named road opening the message
+    ("2-chome-4-1 Marunouchi, Chiyoda City, Tokyo 100-0005", "<ADDRESS>"),
+    ("Busan, Haeundae-gu, Centum-ro 30, 12F", "<ADDRESS>"),
+    ("ส่งที่ 45/7 ซอยอารีย์ 2 แขวงสามเสนใน เขตพญาไท กรุงเทพฯ 10400", "ส่งที่ <ADDRESS>"),
+    ("Jomo Kenyatta Avenue, Nyali, Mombasa - house 12", "<ADDRESS>"),
     # order ids in odd formats; e-mail domains outside ASCII
     ("заказ №5583901 где?", "заказ №<ORDER_ID> где?"),
     ("invoice FV/2025/00812 has the wrong VAT", "invoice <ORDER_ID> has the wrong VAT"),
     ("and the other one 20250917-4410", "and the other one <ORDER_ID>"),
     ("mail: kontakt@bäckerei-müller.de", "mail: <EMAIL>"),
+    ("reach me at k.mensah@ug dot edu dot gh", "reach me at <EMAIL>"),
+    ("tracking 9405 5036 9930 0123 4567 89 shows nothing", "tracking <ORDER_ID> shows nothing"),
+    ("order 55120 10 items", "order <ORDER_ID> 10 items"),  # the digit groups of a count are not the id's
 ]
 
 KEPT = [
@@ -83,6 +97,7 @@ KEPT = [
     "delivery 10/12/2025 would be great",  # a date after an order word
     "Grace period for returns is 30 days",
     "Carolina Herrera perfume, the 80 ml",
+    "Tory Burch or Ralph Lauren for the sandals?",  # brands named after people
 ]
 
 
