@@ -81,8 +81,7 @@ _POSTCODES = (
 )
 _POSTCODE = "(?:" + "|".join(_POSTCODES) + ")"
 
-_CORE = re.compile(
-    "|".join((
+_CORE_PARTS = (
         # type first, then name, then number: Rua das Flores 123 / ulica Marszałkowska 10 / Via Roma, 5
         rf"(?i:\b(?:{_PREFIX_TYPES}))\s+(?:(?i:{_LINK})\s+)*(?:{_WORD}|\d{{1,2}}(?=\s+(?i:{_LINK})\s))(?:\s+(?:(?i:{_LINK})\s+)*{_WORD}){{0,4}}?,?\s+(?:(?i:n[º°o]|no:|nr|д|дом)\.?\s*)?{_NUM}(?![\w-])",
         # Colombia and neighbours: Carrera 7 # 71-21 / Calle 26 No. 13-19 / Cl. 80 Sur # 24-10
@@ -118,8 +117,8 @@ _CORE = re.compile(
         r"\s*\d{1,8}(?:[- ]\d{2,5})*)",
         # a named road with the unit before it: Flat 302, Sai Residency, MG Road
         rf"(?i:\b{_UNIT})\s*[A-Za-z]?\d{{1,5}}[A-Za-z]?,\s+(?:{_CAP}\s+){{0,3}}{_CAP},\s+(?:{_CAP}\s+){{0,2}}(?i:(?:{_SUFFIX_WORDS}))(?![\w])",
-    ))
 )
+_CORE = re.compile("|".join(_CORE_PARTS))
 _STOPWORDS = ("(?i:and|or|but|please|pls|thanks|thank|thx|by|before|after|on|at|for|asap|ok|if|so|the|it|is|i|my|we|you|"
               "can|could|will|would|ship|send|deliver|tomorrow|today|call|ring|text|leave|door|gate|bei|por|per|para)")
 _AFTER = re.compile(

@@ -200,8 +200,11 @@ def brands(top_names: frozenset[str] = frozenset()) -> frozenset[str]:
     return frozenset(w for w in words if w not in top_names)
 
 
+@lru_cache(maxsize=65_536)
 def fold_accents(text: str) -> str:
-    """"Reykjavík" -> "reykjavik" (case-folded, combining marks dropped)."""
+    """"Reykjavík" -> "reykjavik" (case-folded, combining marks dropped); memoised, words repeat."""
+    if text.isascii():
+        return text.casefold()
     return "".join(c for c in unicodedata.normalize("NFKD", text.casefold()) if not unicodedata.combining(c))
 
 

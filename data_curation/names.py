@@ -20,8 +20,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
-from functools import cached_property, lru_cache
+from functools import lru_cache
 from importlib import resources
 from typing import TYPE_CHECKING, Protocol
 
@@ -195,27 +194,25 @@ def surnames() -> frozenset[str]:
     return _load("surnames.txt")
 
 
-@dataclass(frozen=True)
+_NON_LATIN = re.compile("[^\u0000-\u024f\u0300-\u036f\u1e00-\u1eff]")
+
+
 class _Tok:
-    start: int
-    end: int
-    text: str
+    """A word of the text: ``text[start:end]``, its lookup ``key`` (case-folded, without a possessive "'s", so
+    "Hannah's" looks up "hannah"), whether it is ``titled`` ("Maria", not "MARIA") and ``latin`` (Basic Latin to
+    Latin Extended-B, combining accents, Latin Extended Additional for Vietnamese)."""
 
-    @cached_property
-    def key(self) -> str:
-        """Case-folded, without a possessive "'s" (so "Hannah's" looks up "hannah")."""
-        k = self.text.casefold().replace("’", "'")
-        return k[:-2] if k.endswith("'s") else k
+    __slots__ = ("end", "key", "latin", "start", "text", "titled")
 
-    @property
-    def titled(self) -> bool:
-        t = self.text
-        return t[0].isupper() and not (len(t) > 1 and t.isupper())
+    def __init__(self, start: int, end: int, text: str) -> None:
+        self.start, self.end, self.text = start, end, text
+        k = text.casefold().replace("’", "'")
+        self.key = k[:-2] if k.endswith("'s") else k
+        self.titled = text[0].isupper() and not (len(text) > 1 and text.isupper())
+        self.latin = _NON_LATIN.search(text) is None
 
-    @property
-    def latin(self) -> bool:
-        # Basic Latin to Latin Extended-B, combining accents, Latin Extended Additional (Vietnamese)
-        return all(c < "\u0250" or "\u0300" <= c < "\u0370" or "\u1e00" <= c < "\u1f00" for c in self.text)
+    def __repr__(self) -> str:
+        return f"_Tok({self.start}, {self.end}, {self.text!r})"
 
 
 class NameFinder:
