@@ -162,6 +162,7 @@ _CJK_NAME = re.compile(r"[\u4e00-\u9fff]{2,3}(?=[^\u4e00-\u9fff]|$)|[\u30a0-\u30
                        r"|[\u3040-\u309f]{2,4}(?=ちゃん|さん|くん|様|さま)|[\uac00-\ud7af]{2,4}(?=[이가은는님씨]|\s|$)"
                        r"|[\u0e00-\u0e7f]+(?: [\u0e00-\u0e7f]+)?(?= |\d|$)")
 _CUED_WORDS = re.compile(rf"{_LET}+(?:['’\-.]{_LET}+)*(?: {_LET}+(?:['’\-.]{_LET}+)*){{0,3}}")
+_NO_SPACES = re.compile(r"[\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff\u3040-\u30ff\u3400-\u9fff\uf900-\ufaff]")
 _INITIALS = re.compile(r"(?<![\w.])(?:[A-Z]\.\s?){1,3}(?:(?:de|van|von|da|di|le|la|del|der|den|ten|ter|dos|du)\s+){0,2}"
                        r"(?P<s>[A-Z][^\W\d_]+(?:['’\-][^\W\d_]+)*)")
 _PLACE_HEADS = frozenset("mt mount lake cape saint san santa são port fort isla wadi jebel gunung monte lago "
@@ -372,6 +373,7 @@ class NameFinder:
             spans.extend(self._vietnamese(toks))
             spans.extend(self._lower_pairs(text, toks))
             spans.extend(self._initials(text))
+            spans.extend(self._foreign_script(text, toks))
             spans.extend(self._coordinated(text, toks, spans))
         return spans
 
@@ -400,6 +402,33 @@ class NameFinder:
                     i = j
                     continue
             i += 1
+        return out
+
+    def _foreign_script(self, text: str, toks: list[_Tok]) -> list[tuple[int, int]]:
+        """One to three words of another script in a message written in Latin letters, none a common word,
+        place or brand: a name written as its owner writes it ("the parcel is for ნინო ბერიძე"). Not Chinese,
+        Japanese, Thai, Lao, Khmer or Burmese, whose words are not separated by spaces (a "word" there is a
+        phrase; their own rules apply)."""
+        lex = self.lexicon
+        assert lex is not None
+        latin = sum(t.latin for t in toks)
+        if latin < 3 or latin < 2 * (len(toks) - latin):
+            return []
+        out, k = [], 0
+        while k < len(toks):
+            if toks[k].latin:
+                k += 1
+                continue
+            j = k
+            while j < len(toks) and not toks[j].latin and j - k < 4:
+                j += 1
+            run = toks[k:j]
+            if len(run) <= 3 and not _NO_SPACES.search(text, run[0].start, run[-1].end) \
+                    and not self._product_context(text, run) and not any(
+                    t.key in lex.common or t.key in lex.brands or lex.is_place(t.key) or t.key in _NOT_NAMES
+                    or t.key in self.protected for t in run):
+                out.append((run[0].start, run[-1].end))
+            k = j
         return out
 
     def _initials(self, text: str) -> list[tuple[int, int]]:

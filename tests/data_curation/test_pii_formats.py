@@ -73,6 +73,7 @@ REMOVED = [
     ("name on card: AMARA OKEKE", "name on card: <NAME>"),
     ("please address it to Գայանե Սարգսյան", "please address it to <NAME>"),
     ("আমার নাম সুমাইয়া আক্তার", "আমার নাম <NAME>"),
+    ("it's for გიორგი ლომიძე, he collects tomorrow", "it's for <NAME>, he collects tomorrow"),
     # addresses: Japan and Korea in Latin letters, Thailand, a named road opening the message
     ("2-chome-4-1 Marunouchi, Chiyoda City, Tokyo 100-0005", "<ADDRESS>"),
     ("Busan, Haeundae-gu, Centum-ro 30, 12F", "<ADDRESS>"),
@@ -98,6 +99,7 @@ KEPT = [
     "Grace period for returns is 30 days",
     "Carolina Herrera perfume, the 80 ml",
     "Tory Burch or Ralph Lauren for the sandals?",  # brands named after people
+    "is the 'ชาไทย' tea mix in stock?",  # a product in a script without spaces
 ]
 
 
