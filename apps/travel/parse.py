@@ -21,12 +21,16 @@ _DAYS = {"mon": "mon", "monday": "mon", "tue": "tue", "tues": "tue", "tuesday": 
          "friday": "fri", "sat": "sat", "saturday": "sat", "sun": "sun", "sunday": "sun"}
 _DAY = re.compile(r"\b(" + "|".join(sorted(_DAYS, key=len, reverse=True)) + r")s?\b\.?", re.I)
 _CLOCK = r"(\d{1,2})(?:[:.h](\d{2}))?\s*(am|pm|a\.m\.|p\.m\.)?"
-_RANGE = re.compile(r"\b" + _CLOCK + r"\s*(?:-|–|—|to|till|until|and)\s*" + _CLOCK + r"(?![\d%])", re.I)
+_RANGE = re.compile(r"\b" + _CLOCK + r"\s*(?:-|–|—|→|to|till|until|up to|up till|up until|through|thru|and)\s*" +
+                    _CLOCK + r"(?![\d%])", re.I)
 _CLOCK_WORDS = ((re.compile(r"\bmidnight\b", re.I), "24:00"), (re.compile(r"\bnoon\b|\bmidday\b", re.I), "12:00"))
-_MODES = (("walk", re.compile(r"\b(?:walk(?:ing)?|on foot|by foot)\b", re.I)),
-          ("taxi", re.compile(r"\b(?:taxis?|cabs?|uber|by car|drive|driving)\b", re.I)),
-          ("transit", re.compile(r"\b(?:metro|subway|bus(?:es)?|trams?|public transport|public transit|transit|"
-                                 r"underground)\b", re.I)))
+_MODES = (("walk", re.compile(r"\b(?:walk(?:s|ing)?|on foot|by foot|foot|feet|pedestrian|walkable|stroll(?:ing)?|"
+                              r"wander(?:ing)?|hoof it|"
+                              r"walking distance|on our feet|by legs?)\b", re.I)),
+          ("taxi", re.compile(r"\b(?:taxis?|cabs?|uber|lyft|bolt|grab|by car|drive|driving|ride[- ]?hail(?:ing)?|"
+                              r"rideshares?|car service|chauffeur)\b", re.I)),
+          ("transit", re.compile(r"\b(?:metro|subway|bus(?:es)?|trams?|public transport(?:ation)?|public transit|"
+                                 r"transit|underground|trains?|light rail|day pass|travel ?card|the tube)\b", re.I)))
 _LODGING = ("lodging",)
 
 
@@ -52,6 +56,9 @@ def time_window(text: str) -> tuple[int, int] | None:
     for m in _RANGE.finditer(text):
         h1, m1, p1, h2, m2, p2 = m.groups()
         bare = m1 is None and p1 is None and m2 is None and p2 is None
+        window_before = text[max(0, m.start() - 30):m.start()]
+        if bare and re.search(_STOP + r"\W{0,3}(?:\w+\W+)?\s*(?:from|between)?\s*$", window_before, re.I):
+            continue  # "Visits: between 2 and 3"
         if bare and (not re.search(r"\b(?:from|between)\s*$", text[:m.start()], re.I)
                      or re.match(r"\s*(?:\w+\s+)?" + _STOP, text[m.end():], re.I)):
             continue
@@ -67,6 +74,46 @@ def time_window(text: str) -> tuple[int, int] | None:
             end += 720
         if 0 <= start < end <= 24 * 60:
             return start, end
+    return _cued_window(text)
+
+
+_START_CUE = re.compile(
+    r"\b(?:from|starting(?: at| around| from)?|start(?:s|ing)?(?: at| around| from)?|leav(?:e|ing)(?: at)?|"
+    r"head(?:ing)? out(?: at)?|out the door(?: at)?|begin(?:ning)?(?: at)?|after|kick off(?: at)?|set off(?: at)?|"
+    r"go(?:ing)? out(?: at)?|free (?:from|after)|no earlier than|not before|earliest(?: start)?(?: at| is)?|"
+    r"depart(?:ure|ing)?(?: at| from)?|(?:mon|tues|wednes|thurs|fri|satur|sun)day,?)"
+    r"\s*(?:about |around |at )?$", re.I)
+_START_AFTER = re.compile(r"^\s*(?:onwards?|on\b|and later|or later)", re.I)
+_UNTIL_CUE = re.compile(
+    r"\b(?:by|until|till|til|before|no later than|done by|back by|finish(?:ed)?(?: by| at)?|"
+    r"wrap(?:ped)? up(?: by| at)?|end(?:ing)?(?: by| at| around)?|home by|latest|return(?:ing)? by|curfew(?: is| at)?|"
+    r"(?:have|need) to be back(?: at| by)?)\s*(?:about |around |at )?$", re.I)
+_ONE_CLOCK = re.compile(r"\b(\d{1,2})(?:[:.h](\d{2}))?\s*(am|pm|a\.m\.|p\.m\.)?(?![\d%])", re.I)
+
+
+def _cued_window(text: str) -> tuple[int, int] | None:
+    """A start time after a start cue ("from 9am", "leaving at 10:30") and an end time after an end cue ("back
+    by 18:00", "done by 5pm"), when the text states no range."""
+    start = end = None
+    for m in _ONE_CLOCK.finditer(text):
+        h, mm, half = m.groups()
+        before = text[max(0, m.start() - 40):m.start()]
+        if mm is None and half is None and (
+                not re.search(r"(?:at|around|about|by|till|until)\s*$", before, re.I)
+                or re.match(r"\s*(?:(?:-|to|or|and)\s*\d{1,2}\s*)?(?:\w+\s+)?" + _STOP, text[m.end():], re.I)):
+            continue  # a bare number that is not a time ("from 4 to 5 stops")
+        minutes = _minutes(h, mm, half)
+        if minutes is None:
+            continue
+        if start is None and (_START_CUE.search(before) or _START_AFTER.match(text[m.end():])):
+            start = minutes
+        elif end is None and _UNTIL_CUE.search(before):
+            end = minutes
+    if start is not None and end is not None:
+        if end <= start and end < 720 < end + 720:
+            end += 720
+        if 0 <= start < end <= 24 * 60:
+            return start, end
     return None
 
 
@@ -76,12 +123,20 @@ def weekday(text: str) -> str | None:
     return _DAYS[m.group(1).lower()] if m else None
 
 
+_NOT = re.compile(r"\b(?:no|not|never|without|don'?t|won'?t|can'?t|avoid|hate|instead of|rather than|"
+                  r"skip)\b[^.;,!?]{0,20}$", re.I)
+
+
 def transport(text: str) -> str | None:
-    """``walk``, ``taxi`` or ``transit`` when the words name a way of getting around (first listed wins)."""
+    """``walk``, ``taxi`` or ``transit`` when the words name a way of getting around that they do not rule out ("no
+    taxis, we walk" is walking); the first mentioned wins."""
+    found = []
     for mode, pattern in _MODES:
-        if pattern.search(text):
-            return mode
-    return None
+        for m in pattern.finditer(text):
+            if not _NOT.search(text[max(0, m.start() - 30):m.start()]):
+                found.append((m.start(), mode))
+                break
+    return min(found)[1] if found else None
 
 
 def lodgings(text: str, pois: Iterable[Poi]) -> list[str]:
@@ -97,22 +152,46 @@ def lodgings(text: str, pois: Iterable[Poi]) -> list[str]:
     return [poi_id for _, _, poi_id in taken]
 
 
+_MONEY = (r"(?:euros?|€|dollars?|bucks|\$|pounds?|quid|£|yen|¥|(?:eur|usd|gbp|jpy|chf|aud|cad|sek|nok|dkk|thb|sgd|hkd|"
+          r"cny|inr|mxn|brl|krw|nzd|zar|pln|czk|huf|aed)\b)")
 _NUMBER_WORDS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9,
                  "ten": 10, "a couple of": 2, "a few": 3}
-_N = r"(\d{1,2}|" + "|".join(sorted(_NUMBER_WORDS, key=len, reverse=True)) + r")"
-_STOP = r"(?:stops?|places?|visits?|spots?|sights?|venues?|attractions?)"
+_N = (r"(\d{1,2}|" + "|".join(sorted(_NUMBER_WORDS, key=len, reverse=True)) + r")(?![:.]\d|\s*(?:am|pm|h)\b|\d|\s*"
+      + _MONEY + r")")
+"""A count: not a time ("9:30", "5pm") and not an amount of money ("60 EUR")."""
+_STOP = (r"(?:stops?|places?|visits?|spots?|sights?|venues?|attractions?|activit(?:y|ies)|locations?|destinations?|"
+         r"sites?|things(?: to (?:do|see))?|points?|pois?|options?|pit stops?)")
+_LABEL = r"(?:number of |no\.? of |# ?)?" + _STOP + r"(?: count| number| total)?\s*[:=—–-]\s*"
+_LABEL_BARE = r"(?:number of |no\.? of |# ?)?" + _STOP + r"(?: count| number| total)?\s*[:=—–-]?\s*"
 _STOPS = (  # (pattern, which numbers are the min and the max)
-    (re.compile(r"\bexactly\s+" + _N + r"\s+(?:\w+\s+)?" + _STOP, re.I), "both"),
-    (re.compile(r"\bat least\s+" + _N + r"\s+(?:and|,)?\s*(?:at most|no more than)\s+" + _N, re.I), "range"),
-    (re.compile(r"\b(?:between\s+)?" + _N + r"\s*(?:-|–|to|and|or)\s*" + _N + r"\s+(?:\w+\s+)?" + _STOP, re.I),
+    (re.compile(_LABEL + r"min(?:imum)?\.?\s*" + _N + r"\s*[,;/]?\s*(?:and\s+)?max(?:imum)?\.?\s*" + _N, re.I),
      "range"),
-    (re.compile(r"\b(?:at most|no more than|up to|max(?:imum)?(?: of)?)\s+" + _N + r"\s+(?:\w+\s+)?" + _STOP, re.I),
-     "max"),
-    (re.compile(r"\b(?:at least|minimum(?: of)?)\s+" + _N + r"\s+(?:\w+\s+)?" + _STOP, re.I), "min"),
-    (re.compile(r"\b" + _N + r"\s+(?:\w+\s+)?" + _STOP + r"\b", re.I), "both"),
+    (re.compile(_LABEL_BARE + r"(?:from\s+|between\s+)?" + _N + r"\s*(?:-|–|~|to|or|and|until|till|up to)\s*" + _N,
+                re.I), "range"),
+    (re.compile(_LABEL + _N + r"\b(?!\s*(?:min|max|or|at|to|and|-|–|until|till|tops|\+))", re.I), "both"),
+    (re.compile(r"\bexactly\s+" + _N + r"\s+(?:\w+\s+)?" + _STOP, re.I), "both"),
+    (re.compile(r"\b" + _N + r"\s+(?:\w+\s+)?" + _STOP + r"\s+exactly\b", re.I), "both"),
+    (re.compile(r"\bat least\s+" + _N + r"\s*(?:and|,)?\s*(?:at most|no more than|max(?:imum)?)\s+" + _N, re.I),
+     "range"),
+    (re.compile(r"\b(?:between\s+|from\s+)?" + _N + r"\s*(?:-|–|~|to|and|or|until|till|up to|through)\s*" + _N +
+                r"\s+(?:\w+\s+)?" + _STOP, re.I), "range"),
 )
-_MUST = re.compile(r"\b(?:must|definitely|have to|has to|need(?:s)? to|required?|don'?t want to miss|include)\b",
-                   re.I)
+_MIN_CUE = re.compile(r"\b" + _N + r"\s*\+|\b(?:at least|minimum(?: of| is| are| =)?|min\.?(?: is| =)?|no fewer than|"
+                      r"not less than|not under|not less of)\s+" + _N +
+                      r"\b|\b" + _N + r"\s+(?:(?!and\b|or\b|to\b)\w+\s+)?(?:" + _STOP +
+                      r"\s+)?(?:minimum|min\b|at (?:the )?(?:very )?least|or more)", re.I)
+_MAX_CUE = re.compile(r"\b(?:at most|maximum(?: of| is| are| =)?|max\.?(?: is| =)?|no more than|up to|up until|"
+                      r"not more (?:than|of)|no more of|not over|maximal|"
+                      r"cap(?:ped)?(?: it)? at|top out at)\s+" + _N + r"\b|\b" + _N +
+                      r"\s+(?:(?!and\b|or\b|to\b)\w+\s+)?(?:" + _STOP +
+                      r"\s+)?(?:tops|max(?:imum)?\b|at (?:the )?(?:very )?most|or (?:fewer|less))", re.I)
+_COUNT = re.compile(r"\b" + _N + r"\s+(?:(?!" + _MONEY + r")\w+\s+)?" + _STOP + r"\b", re.I)
+_MUST = re.compile(
+    r"\b(?:must|definitely|have to|has to|need(?:s)? to|needs?|required?|requirement|don'?t want to miss|include|"
+    r"(?:can'?t|cannot|won'?t|shouldn'?t) (?:miss|skip|leave out)|non[- ]?negotiable|essential|priority|"
+    r"top of (?:the|my|our) list|for sure|no matter what|absolutely|mandatory|insist|a must|got to|gotta|important|"
+    r"make sure|must[- ](?:see|do|have)|bucket list|really want|not leaving without|without fail|require[sd]?|"
+    r"necessary|has got to|obligatory|key|main thing)\b", re.I)
 
 
 def _number(word: str) -> int:
@@ -120,26 +199,55 @@ def _number(word: str) -> int:
 
 
 def stop_counts(text: str) -> tuple[int, int] | None:
-    """``(min_stops, max_stops)`` the words ask for ("2 to 4 stops", "exactly three places", "at most 5 visits"),
-    or None; a bound not stated is left to the planner's default (``None`` in that slot is 1 / 8)."""
+    """``(min_stops, max_stops)`` the words ask for ("2 to 4 stops", "exactly three places", "at most 5 visits",
+    "Stops: min 2, max 4", "maximum 5 locations, minimum 2"), or None; a bound not stated is left to the planner's
+    default (1 / 8)."""
     for pattern, kind in _STOPS:
         m = pattern.search(text)
         if m is None:
             continue
         numbers = [_number(g) for g in m.groups() if g is not None]
+        if max(numbers) > 12:  # no day has that many stops: a number of something else
+            continue
         if kind == "both":
             return numbers[0], numbers[0]
-        if kind == "range":
-            return min(numbers), max(numbers)
-        if kind == "max":
-            return 1, numbers[0]
-        return numbers[0], max(numbers[0], 8)
+        return min(numbers), max(numbers)
+    near_stop = re.search(r"\b" + _STOP + r"\b", text, re.I) is not None
+    low = _MIN_CUE.search(text) if near_stop else None
+    high = _MAX_CUE.search(text) if near_stop else None
+    if low or high:
+        lo = _number(next(g for g in low.groups() if g is not None)) if low else 1
+        hi = _number(next(g for g in high.groups() if g is not None)) if high else max(lo, 8)
+        if max(lo, hi) > 12:
+            return None
+        return min(lo, hi), max(lo, hi)
+    m = _COUNT.search(text)
+    if m is not None:
+        return _number(m.group(1)), _number(m.group(1))
     return None
 
 
-_SYNONYMS = {"food": ("eat", "meal", "lunch", "dinner", "restaurant"), "cafe": ("coffee", "café"),
-             "nightlife": ("night spot", "nightlife", "drinks"), "culture": ("cultural",), "nature": ("outdoors",),
-             "shopping": ("shop",)}
+_SYNONYMS = {
+    "food": ("eat", "meal", "lunch", "dinner", "restaurant", "bite", "food"), "cafe": ("coffee", "café", "espresso"),
+    "nightlife": ("night spot", "nightlife", "drinks", "night out", "clubbing", "going out"),
+    "culture": ("cultural", "culture"), "nature": ("outdoors", "nature", "natural", "greenery", "green space"),
+    "shopping": ("shop", "shopping"), "museum": ("museum", "exhibition", "exhibit"),
+    "gallery": ("gallery", "galleries", "art"), "temple": ("temple", "shrine", "pagoda"),
+    "castle": ("castle", "fortress", "palace", "fort"), "theatre": ("theatre", "theater", "show", "play", "musical"),
+    "ramen": ("ramen", "noodle", "noodles"),
+    "bakery": ("bakery", "bakeries", "pastry", "pastries", "bread", "croissant"),
+    "street_food": ("street food", "street-food", "food stall", "food stalls", "food truck", "hawker", "street eats"),
+    "fine_dining": ("fine dining", "fine-dining", "fancy dinner", "fancy restaurant", "upscale", "michelin",
+                    "tasting menu", "gourmet"),
+    "seafood": ("seafood", "sea food", "fish", "oysters", "prawns", "shellfish"),
+    "park": ("park",), "garden": ("garden", "gardens", "botanical"),
+    "viewpoint": ("viewpoint", "view point", "lookout", "look-out", "overlook", "observation deck", "panorama point"),
+    "beach": ("beach", "seaside", "the sea", "sand"), "market": ("market", "bazaar", "flea market"),
+    "mall": ("mall", "shopping centre", "shopping center"), "boutique": ("boutique", "boutiques", "little shops"),
+    "bar": ("bar", "pub", "cocktail", "cocktails"), "jazz_club": ("jazz",),
+    "rooftop_lounge": ("rooftop", "roof-top", "sky bar", "skybar"),
+}
+"""Other words for the world's categories and groups: a request names "noodles" for ramen, "fish" for seafood."""
 
 
 def must_categories(text: str, names: Iterable[str]) -> list[str]:
@@ -153,7 +261,7 @@ def must_categories(text: str, names: Iterable[str]) -> list[str]:
         low = sentence.lower()
         spans: list[tuple[int, int, str]] = []
         for name in names:
-            for form in (name, *_SYNONYMS.get(name, ())):
+            for form in sorted({name, *_SYNONYMS.get(name, ())}, key=len, reverse=True):
                 words = re.escape(form.lower().replace("_", " ")).replace(r"\ ", r"[\s_-]")
                 m = re.search(r"\b" + words + r"(?:e?s)?\b", low)
                 if m is not None:
@@ -166,14 +274,58 @@ def must_categories(text: str, names: Iterable[str]) -> list[str]:
     return [name for _, name in sorted(out)]
 
 
-_END_CUE = re.compile(r"\b(?:move to|moving to|end(?:ing)?(?: the day)? (?:at|in)|finish(?:ing)? at|sleep at|"
+_START_LODGING = re.compile(r"\b(?:stay(?:ing)?|staying in|we'?re at|we are at|base(?:d)?|start(?:ing)?|hotel is|"
+                            r"hotel it is|accommodat\w*|lodging|sleep(?:ing)? (?:at|in)|booked (?:at|in)|leave from|"
+                            r"leaving from|from|"
+                            r"check(?:ed)? in(?:to| at)?|currently at|tonight at)\b[^.;]{0,25}$", re.I)
+_END_AFTER = re.compile(r"\W{0,3}(?:\(?\s*(?:our |the )?new (?:accommodation|hotel|lodging|place)|"
+                        r"for the (?:second )?night|that night|(?:is )?(?:our )?next (?:hotel|stop|place)|"
+                        r"where we (?:sleep|stay|end))", re.I)
+_END_CUE = re.compile(r"\b(?:move to|moving to|moving over to|switch(?:ing)? to|transfer(?:ring)? to|relocat\w* to|"
+                     r"night at|sleep(?:ing)? at|end up at|spend(?:ing)? the night at|stay(?:ing)? the night at|"
+                     r"new (?:hotel|place|lodging)(?: is)?:?|next (?:hotel|place|stay)(?: is)?:?|then|"
+                     r"finish(?:ing)?(?: of the day)?(?: must be| will be| is)? (?:at|in)|"
+                     r"end of (?:the )?day(?: must be| is)? (?:at|in)|we go (?:in|to)|"
+                     r"(?:go|move|head)(?:ing)? (?:on )?to|final destination:?|endpoint:?|end point:?|"
+                     r"chang(?:e|ing)(?: hotels?)? to|swap(?:ping)? to|drop (?:us|me) (?:off )?at|end(?: point)?:|"
+                     r"finish:|last stop:?|final stop:?|afterwards|tonight (?:we )?(?:sleep|stay) (?:at|in)|"
+                     r"(?:sleep|stay)(?:ing)? (?:at|in) .{0,10}(?:that|the) night|second (?:hotel|night)(?: at| is)?:?|"
+                     r"end(?:ing)?(?: the day)? (?:at|in)|finish(?:ing)? at|sleep at|"
                       r"check(?:ing)? in(?:to| at)?|back at|over to)\s*(?:the\s+)?$", re.I)
-_MONEY = r"(?:eur|euros?|€|usd|dollars?|\$|gbp|pounds?|£|jpy|yen|¥)"
-_BUDGET = re.compile(r"(?:budget|spend(?:ing)?|under|below|at most|max(?:imum)?|no more than|up to)\D{0,25}?"
-                     r"(?:" + _MONEY + r"\s*(\d+(?:[.,]\d+)?)|(\d+(?:[.,]\d+)?)\s*" + _MONEY + r")", re.I)
-_LEVEL = re.compile(r"(?:pricier than|more expensive than|price level(?: of)?|up to)\s*(?:(\$+)|(\d)\s*(?:of|/)\s*4)",
+_BUDGET = re.compile(r"(?<![\w.])(?:" + _MONEY + r"\s*(\d+(?:[.,]\d+)?)|(\d+(?:[.,]\d+)?)\s*" + _MONEY + r")", re.I)
+"""An amount of money anywhere in the request: a trip request names money only for its budget."""
+_LEVEL = re.compile(r"(?<![\w$])(\${1,4})(?![\w$])|\b(?:price )?(?:level|tier|category)\s*(?:of\s*)?(\d)\b|"
+                    r"\b(\d)\s*(?:of|/|out of)\s*4\b", re.I)
+_AVOID = re.compile(r"\b(?:avoid|no|not|without|skip|hate|don'?t (?:like|want|need)|dislike|steer clear|"
+                    r"keep (?:us )?(?:away|off)|stay away|none|nothing|never|can'?t stand|not into|rather not|spare us|"
+                    r"away from|far from|free of|allergic to|please no|minus|exclude|excluding|except|zero|"
+                    r"(?:do|does|did)n'?t|dont|doesnt|can'?t (?:go|take|bring|do)|off[- ]limits|out of the question|"
+                    r"ban|banned|forbidden|last thing|exclusions?|exclude[ds]?|unwanted|not wanted|no-go|"
+                    r"deal ?breakers?|restrictions?|avoidances?|undesired|unacceptable|not acceptable)\b|-free\b",
                     re.I)
-_AVOID = re.compile(r"\b(?:avoid|no|not|without|skip|hate|don'?t like|dislike)\b", re.I)
+_WANT = re.compile(r"\b(?:(?<!n't )(?<!not )(?<!dont )wants?|ideally|would love|we'?d love|love|bonus|prefer|"
+                   r"preferably|nice|like|fan of|into|enjoy|keen on|plus|extra points|appreciate|hoping for|"
+                   r"if possible)\b", re.I)
+_TAG_WORDS = {
+    "crowded": ("crowded", "crowds", "crowd", "busy", "packed", "touristy", "tourist traps", "tourist trap", "hordes",
+                "queues", "queue", "long lines", "lines", "mobbed", "heaving", "rammed", "throngs", "masses",
+                "overcrowded", "high-footfall", "footfall", "high traffic", "heavily visited", "touristic",
+                "popular with tourists", "full of tourists", "tourists", "many people", "lots of people",
+                "too many people",
+                "people everywhere", "mass tourism", "waiting in line", "hustle and bustle", "jam-packed", "swarming"),
+    "adults-only": ("adults-only", "adults only", "adult only", "adult-only", "18+", "over-18", "over 18", "21+",
+                    "grown-ups only", "grown-up only", "grown-up", "grownup", "kids not allowed", "no kids allowed",
+                    "adult venues", "adult places", "adult", "adults", "children not allowed", "not for kids",
+                    "not for children", "kid-free", "child-free", "childfree", "over eighteens", "18 and over",
+                    "age-restricted", "age restricted", "no minors", "minors", "don't allow kids",
+                    "doesn't allow kids", "don't allow children", "kids can't", "children can't", "kids aren't",
+                    "children aren't", "not kid", "not child", "not family"),
+    "late-night": ("late-night", "late night", "open late", "after midnight"),
+    "kid-friendly": ("kid-friendly", "kid friendly", "child-friendly", "family-friendly", "good for kids"),
+    "outdoor": ("outdoor", "outdoors", "outside", "open-air", "open air"),
+    "indoor": ("indoor", "indoors", "inside"),
+}
+"""Other words for the tags a request may avoid (and so must not read as a place to visit)."""
 
 
 def _at(text: str, name: str) -> int:
@@ -181,16 +333,25 @@ def _at(text: str, name: str) -> int:
 
 
 def _avoided(text: str, tags: Iterable[str]) -> list[str]:
-    """Tags named in a sentence that says to avoid them ("please avoid crowded places", "no adults-only venues")."""
+    """Tags named after an avoid word in the same clause ("please avoid crowded places", "no tourist traps",
+    "we'd rather not do adults-only venues"), or as "<tag>-free"."""
     out = []
-    for sentence in re.split(r"(?<=[.!?;])\s+", text):
-        if not _AVOID.search(sentence):
+    clauses = r"(?<=[.!?;])\s+|,\s*(?=but\b)|\bbut\b|[,:]\s*(?=(?:[a-z']+\s+){0,2}?" + _WANT.pattern[2:] + r")"
+    for clause in re.split(clauses, text, flags=re.I):
+        low = clause.lower()
+        cues = [m.start() for m in _AVOID.finditer(low)]
+        if not cues:
             continue
-        low = sentence.lower()
         for tag in tags:
-            words = re.escape(tag.lower().replace("_", " ")).replace(r"\ ", r"[\s_-]").replace(r"\-", r"[\s_-]")
-            if re.search(r"\b" + words + r"\b", low) and tag not in out:
-                out.append(tag)
+            forms = _TAG_WORDS.get(tag, (tag, tag.replace("-", " ")))
+            for form in sorted(forms, key=len, reverse=True):
+                m = re.search(r"(?<![\w])" + re.escape(form.lower()) + r"(?![\w])", low)
+                if m is None:
+                    continue
+                free = low[m.end():m.end() + 5] == "-free"
+                if (free or any(c < m.start() for c in cues)) and tag not in out:
+                    out.append(tag)
+                break
     return out
 
 
@@ -211,8 +372,14 @@ def text_constraints(text: str, pois: Mapping[str, Poi]) -> dict[str, Any]:
         out["start_min"], out["end_min"] = window
     named = lodgings(text, pois.values())
     if named:
-        ends = [p for p in named if _END_CUE.search(text[max(0, _at(text, pois[p].name) - 40):_at(text, pois[p].name)])]
+        before = {p: text[max(0, _at(text, pois[p].name) - 50):_at(text, pois[p].name)] for p in named}
+        after = {p: text[_at(text, pois[p].name) + len(pois[p].name):][:40] for p in named}
+        ends = [p for p in named if _END_CUE.search(before[p]) or _END_AFTER.match(after[p])]
         starts = [p for p in named if p not in ends]
+        cued = [p for p in starts if _START_LODGING.search(before[p])]
+        if not ends and len(starts) == 2 and len(cued) == 1:  # one named as where we stay: the other is the end
+            ends = [p for p in starts if p not in cued]
+            starts = cued
         out["start_poi"] = (starts or named)[0]
         out["end_poi"] = (ends or [out["start_poi"]])[0]
     budget = _BUDGET.search(text)
@@ -220,7 +387,8 @@ def text_constraints(text: str, pois: Mapping[str, Poi]) -> dict[str, Any]:
         out["budget"] = float(budget.group(1) or budget.group(2))
     level = _LEVEL.search(text)
     if level is not None:
-        out["max_price_level"] = min(4, max(1, len(level.group(1)) if level.group(1) else int(level.group(2))))
+        digits = level.group(2) or level.group(3)
+        out["max_price_level"] = min(4, max(1, len(level.group(1)) if level.group(1) else int(digits)))
     tags = sorted({t for p in pois.values() for t in p.tags})
     if avoid := _avoided(text, tags):
         out["avoid_tags"] = avoid

@@ -57,6 +57,8 @@ __all__ = [
     "travel_time_minutes",
 ]
 
+HELDOUT_DIR = "heldout"
+"""``<world>/heldout/tasks.jsonl``: requests worded by the held-out phrasing packs (never trained on)."""
 KM_PER_DEGREE = 2 * math.pi * 6371.0 / 360  # along a meridian, same sphere as the checker
 
 
@@ -69,6 +71,8 @@ class TravelWorldConfig(BaseModel):
     city: str = Field(default="Lumen Bay", min_length=1, description="City name used in texts.")
     pois: int = Field(default=400, ge=30, le=100_000, description="Number of POIs (catalog items).")
     requests: int = Field(default=1000, ge=0, description="Number of planning requests (tasks); 0 = none.")
+    heldout_requests: int = Field(default=300, ge=0, description="Requests worded by the held-out phrasing packs "
+                                  "(apps/travel/phrasings/heldout/), written to heldout/tasks.jsonl. Default 300.")
     travellers: int = Field(default=300, ge=1, description="Distinct travellers (user ids) in the logs.")
     districts: int = Field(default=6, ge=2, le=8, description="Districts (POI clusters), 2–8.")
     area_km: float = Field(default=12.0, gt=2, le=100, description="Side of the square city area, km.")
@@ -372,6 +376,8 @@ class _Planner:
     hotels: list[str]
     config: TravelWorldConfig
     kinds: list[str] = field(default_factory=lambda: list(_KINDS))
+    packs: tuple[Any, ...] = ()
+    """Held-out phrasing packs (:mod:`apps.travel.phrasings`): when given, each request is worded by one of them."""
 
     def task(self, i: int, rng: np.random.Generator) -> Task:
         weights = np.array([_KINDS[k].weight for k in self.kinds])
@@ -388,20 +394,28 @@ class _Planner:
                 itinerary = plan_greedy(task, self.pois, self.index)
                 result = check_itinerary(itinerary, task, self.pois)
                 if result.feasible:
-                    text = _request_text(rng, kind, c, self.pois, self.config)
                     meta = {"reference_itinerary": itinerary.model_dump(mode="json"),
                             "reference_score": round(result.score, 6), "relaxation": level,
                             "city": self.config.city}
+                    if self.packs:
+                        pack = self.packs[int(rng.integers(len(self.packs)))]
+                        text = _pack_text(rng, kind, c, self.pois, self.config, pack)
+                        meta["family"] = pack.family
+                        task = task.model_copy(update={"task_id": f"travel-h-{i:06d}"})
+                    else:
+                        text = _request_text(rng, kind, c, self.pois, self.config)
                     return task.model_copy(update={"messages": [Message(role="user", content=text)], "meta": meta})
         raise RuntimeError(f"could not draw a solvable {kind!r} request in 10 tries (is the city too small?)")
 
 
-def make_tasks(config: TravelWorldConfig, pois: list[Poi], rng: np.random.Generator) -> Iterator[Task]:
-    """``config.requests`` solvable planning requests, one at a time."""
+def make_tasks(config: TravelWorldConfig, pois: list[Poi], rng: np.random.Generator, packs: tuple[Any, ...] = (),
+               n: int | None = None) -> Iterator[Task]:
+    """``n`` (default ``config.requests``) solvable planning requests, one at a time; worded by ``packs`` (the
+    held-out phrasing packs) when given, else by the world's templates."""
     by_id = {p.poi_id: p for p in pois}
     hotels = [p.poi_id for p in pois if p.group == "lodging"]
-    planner = _Planner(by_id, PoiIndex(by_id), hotels, config)
-    for i in range(config.requests):
+    planner = _Planner(by_id, PoiIndex(by_id), hotels, config, packs=packs)
+    for i in range(config.requests if n is None else n):
         yield planner.task(i, rng)
 
 
@@ -421,6 +435,8 @@ _PHRASES = {
     "kid-friendly": "kid-friendly places", "outdoor": "time outdoors", "indoor": "indoor places",
     "crowded": "crowded places", "adults-only": "adults-only venues",
 }
+PHRASE_KEYS = tuple(_PHRASES)
+"""Categories, groups and tags a request can name (the keys a phrasing pack's ``phrases`` may reword)."""
 _INTROS = {
     "plan": ("Can you plan a day out for me?", "Help me plan a full day in {city}.",
              "I'd like an itinerary for one day in {city}."),
@@ -488,6 +504,43 @@ def _request_text(
                                  f"Price level {c.max_price_level} of 4 at most.")))
     order = rng.permutation(len(parts))
     return " ".join([intro, *(parts[int(k)] for k in order)])
+
+
+def _pack_text(
+    rng: np.random.Generator, kind: str, c: PlanConstraints, pois: dict[str, Poi], config: TravelWorldConfig,
+    pack: Any,
+) -> str:
+    """One user message stating every constraint in ``c``, worded by a held-out phrasing pack."""
+    assert c.start_poi is not None and c.end_poi is not None
+
+    def pick(seq: list[str]) -> str:
+        return str(seq[int(rng.integers(len(seq)))])
+
+    def phrase(key: str) -> str:
+        return pick(pack.phrases[key]) if pack.phrases.get(key) else _PHRASES.get(key, key)
+
+    e = _say_time(rng, c.end_min)
+    parts = [
+        pick(pack.lodging).format(hotel=pois[c.start_poi].name),
+        pick(pack.window).format(day=_DAY_NAMES[c.day], start=_say_time(rng, c.start_min), end=e),
+        pick(pack.end_same).format(end=e) if c.end_poi == c.start_poi else
+        pick(pack.end_move).format(end_hotel=pois[c.end_poi].name, end=e),
+        pick(pack.stops_exact).format(n=c.min_stops, s="" if c.min_stops == 1 else "s")
+        if c.min_stops == c.max_stops else pick(pack.stops_range).format(min=c.min_stops, max=c.max_stops),
+        pick(pack.mode[c.mode]),
+    ]
+    if c.must_categories:
+        parts.append(pick(pack.must).format(musts=_join([phrase(m) for m in c.must_categories])))
+    if c.want_tags:
+        parts.append(pick(pack.want).format(wants=_join([phrase(t) for t in c.want_tags])))
+    if c.avoid_tags:
+        parts.append(pick(pack.avoid).format(avoid=_join([phrase(t) for t in c.avoid_tags])))
+    if c.budget is not None:
+        parts.append(pick(pack.budget).format(budget=f"{c.budget:.0f}", currency=config.currency))
+    if c.max_price_level < 4:
+        parts.append(pick(pack.price_level).format(level=c.max_price_level, dollars="$" * c.max_price_level))
+    order = rng.permutation(len(parts))
+    return " ".join([pick(pack.intro[kind]).format(city=config.city), *(parts[int(k)] for k in order)])
 
 
 # -- logs --------------------------------------------------------------------------------------------
@@ -607,11 +660,17 @@ def generate_travel_world(
                      Task, tick)
     sessions = make_sessions(config, tasks, pois, np.random.default_rng([config.seed, 3]))
     n_sessions = _write(out / LOGS_FILE, sessions, Session, tick)
+    from apps.travel.phrasings import heldout_packs
+
+    packs = heldout_packs()
+    n_heldout = _write(out / HELDOUT_DIR / TASKS_FILE, make_tasks(config, pois, np.random.default_rng([config.seed, 4]),
+                                                                   packs, config.heldout_requests), Task, tick) \
+        if packs and config.heldout_requests else 0
     counts = {
         "items": n_items, "tasks": n_tasks, "sessions": n_sessions,
         "turns": sum(len(s.turns) for s in sessions), "events": sum(len(s.events) for s in sessions),
         "relaxed_tasks": sum(t.meta["relaxation"] > 0 for t in tasks),
-        "travellers": len({s.user_id for s in sessions}),
+        "travellers": len({s.user_id for s in sessions}), "heldout_tasks": n_heldout,
     }
     finish_world(out, "travel", config, counts)
     return counts

@@ -74,3 +74,34 @@ def test_text_constraints_read_start_end_budget_level_and_avoidances() -> None:
     one = text_constraints("Staying at Harbour Inn, Friday from 9 to 5. Price level 3 of 4 at most.", POIS)
     assert (one["start_poi"], one["end_poi"], one["max_price_level"]) == ("h1", "h1", 3)
     assert text_constraints("plan something nice", POIS) == {}
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("Saturday, out the door at 9am, home by 5pm.", {"day": "sat", "start_min": 540, "end_min": 1020}),
+    ("Schedule: Sunday; depart no earlier than 1pm, conclude no later than 6pm.", {"start_min": 780, "end_min": 1080}),
+    ("the time is from 18:00 up to 24:00", {"start_min": 1080, "end_min": 1440}),
+    ("Visits: between 2 and 3, inclusive. Window: Monday, 9:00 onwards, back by 18:00.",
+     {"min_stops": 2, "max_stops": 3, "start_min": 540, "end_min": 1080}),
+    ("We want visit minimum 2 and maximum 3 places.", {"min_stops": 2, "max_stops": 3}),
+    ("Stop count: 2 (fixed).", {"min_stops": 2, "max_stops": 2}),
+    ("maximum 5 locations, minimum 2", {"min_stops": 2, "max_stops": 5}),
+    ("no more than 60 EUR on 3 stops", {"budget": 60.0, "min_stops": 3, "max_stops": 3}),  # 60 is money, not stops
+    ("Budget: 115EUR all in. Nothing above $$.", {"budget": 115.0, "max_price_level": 2}),
+    ("keep it under 80 euros, price level 2 max", {"budget": 80.0, "max_price_level": 2}),
+    ("We take the bus and metro, not the taxi.", {"mode": "transit"}),
+    ("no taxis, we hoof it everywhere", {"mode": "walk"}),
+    ("Strictly exclude high-footfall locations. Would love photo spots.", {"avoid_tags": ["crowded"]}),
+    ("we'd rather not do 18+ bars, but we love late-night food", {"avoid_tags": ["adults-only"]}),
+    ("It is non-negotiable that we hit a food stall.", {"must_categories": ["street_food"]}),
+])
+def test_text_constraints_read_outside_wordings(text: str, expected: dict[str, Any]) -> None:
+    got = text_constraints(text, POIS)
+    assert {k: got.get(k) for k in expected} == expected, got
+
+
+def test_start_and_end_lodging_from_cues_before_or_after_the_name() -> None:
+    got = text_constraints("Our hotel it is Olive Hostel, we start from there. Endpoint: Harbour Inn (new "
+                           "accommodation) by 21:00.", POIS)
+    assert (got["start_poi"], got["end_poi"]) == ("h3", "h1")
+    got = text_constraints("We sleep in Olive Hostel. We don't return, we go in Harbour Inn before 9pm.", POIS)
+    assert (got["start_poi"], got["end_poi"]) == ("h3", "h1")
