@@ -81,11 +81,11 @@ _START_CUE = re.compile(
     r"\b(?:from|starting(?: at| around| from)?|start(?:s|ing)?(?: at| around| from)?|leav(?:e|ing)(?: at)?|"
     r"head(?:ing)? out(?: at)?|out the door(?: at)?|begin(?:ning)?(?: at)?|after|kick off(?: at)?|set off(?: at)?|"
     r"go(?:ing)? out(?: at)?|free (?:from|after)|no earlier than|not before|earliest(?: start)?(?: at| is)?|"
-    r"depart(?:ure|ing)?(?: at| from)?|(?:mon|tues|wednes|thurs|fri|satur|sun)day,?)"
+    r"depart(?:ure|ing)?(?: at| from)?|out|(?:mon|tues|wednes|thurs|fri|satur|sun)day,?)"
     r"\s*(?:about |around |at )?$", re.I)
 _START_AFTER = re.compile(r"^\s*(?:onwards?|on\b|and later|or later)", re.I)
 _UNTIL_CUE = re.compile(
-    r"\b(?:by|until|till|til|before|no later than|done by|back by|finish(?:ed)?(?: by| at)?|"
+    r"\b(?:by|until|till|til|before|no later than|done|done by|back by|finish(?:ed)?(?: by| at)?|"
     r"wrap(?:ped)? up(?: by| at)?|end(?:ing)?(?: by| at| around)?|home by|latest|return(?:ing)? by|curfew(?: is| at)?|"
     r"(?:have|need) to be back(?: at| by)?)\s*(?:about |around |at )?$", re.I)
 _ONE_CLOCK = re.compile(r"\b(\d{1,2})(?:[:.h](\d{2}))?\s*(am|pm|a\.m\.|p\.m\.)?(?![\d%])", re.I)
@@ -161,26 +161,30 @@ _N = (r"(\d{1,2}|" + "|".join(sorted(_NUMBER_WORDS, key=len, reverse=True)) + r"
 """A count: not a time ("9:30", "5pm") and not an amount of money ("60 EUR")."""
 _STOP = (r"(?:stops?|places?|visits?|spots?|sights?|venues?|attractions?|activit(?:y|ies)|locations?|destinations?|"
          r"sites?|things(?: to (?:do|see))?|points?|pois?|options?|pit stops?)")
-_LABEL = r"(?:number of |no\.? of |# ?)?" + _STOP + r"(?: count| number| total)?\s*[:=—–-]\s*"
-_LABEL_BARE = r"(?:number of |no\.? of |# ?)?" + _STOP + r"(?: count| number| total)?\s*[:=—–-]?\s*"
+_LABEL_HEAD = r"(?:(?:required |total )?(?:number|count) of |no\.? of |# ?)?" + _STOP + r"(?: count| number| total)?"
+_LABEL = _LABEL_HEAD + r"\s*[:=—–-]\s*"
+_LABEL_BARE = _LABEL_HEAD + r"\s*[:=—–-]?\s*"
 _STOPS = (  # (pattern, which numbers are the min and the max)
     (re.compile(_LABEL + r"min(?:imum)?\.?\s*" + _N + r"\s*[,;/]?\s*(?:and\s+)?max(?:imum)?\.?\s*" + _N, re.I),
      "range"),
     (re.compile(_LABEL_BARE + r"(?:from\s+|between\s+)?" + _N + r"\s*(?:-|–|~|to|or|and|until|till|up to)\s*" + _N,
                 re.I), "range"),
-    (re.compile(_LABEL + _N + r"\b(?!\s*(?:min|max|or|at|to|and|-|–|until|till|tops|\+))", re.I), "both"),
-    (re.compile(r"\bexactly\s+" + _N + r"\s+(?:\w+\s+)?" + _STOP, re.I), "both"),
+    (re.compile(_LABEL + r"(?:exactly |precisely |just |only )?" + _N +
+                r"\b(?!\s*(?:min|max|or|at|to|and|-|–|until|till|tops|\+))", re.I), "both"),
+    (re.compile(r"\b(?:exactly|precisely)\s+" + _N + r"\s+(?:\w+\s+)?" + _STOP, re.I), "both"),
     (re.compile(r"\b" + _N + r"\s+(?:\w+\s+)?" + _STOP + r"\s+exactly\b", re.I), "both"),
     (re.compile(r"\bat least\s+" + _N + r"\s*(?:and|,)?\s*(?:at most|no more than|max(?:imum)?)\s+" + _N, re.I),
      "range"),
     (re.compile(r"\b(?:between\s+|from\s+)?" + _N + r"\s*(?:-|–|~|to|and|or|until|till|up to|through)\s*" + _N +
                 r"\s+(?:\w+\s+)?" + _STOP, re.I), "range"),
 )
-_MIN_CUE = re.compile(r"\b" + _N + r"\s*\+|\b(?:at least|minimum(?: of| is| are| =)?|min\.?(?: is| =)?|no fewer than|"
+_MIN_CUE = re.compile(r"\b" + _N + r"\s*\+|(?:>=|≥|=>)\s*" + _N +
+                      r"|\b(?:at least|minimum(?: of| is| are| =)?|min\.?(?: is| =)?|no fewer than|"
                       r"not less than|not under|not less of)\s+" + _N +
                       r"\b|\b" + _N + r"\s+(?:(?!and\b|or\b|to\b)\w+\s+)?(?:" + _STOP +
                       r"\s+)?(?:minimum|min\b|at (?:the )?(?:very )?least|or more)", re.I)
-_MAX_CUE = re.compile(r"\b(?:at most|maximum(?: of| is| are| =)?|max\.?(?: is| =)?|no more than|up to|up until|"
+_MAX_CUE = re.compile(r"(?:<=|≤|=<)\s*" + _N +
+                      r"|\b(?:at most|maximum(?: of| is| are| =)?|max\.?(?: is| =)?|no more than|up to|up until|"
                       r"not more (?:than|of)|no more of|not over|maximal|"
                       r"cap(?:ped)?(?: it)? at|top out at)\s+" + _N + r"\b|\b" + _N +
                       r"\s+(?:(?!and\b|or\b|to\b)\w+\s+)?(?:" + _STOP +
@@ -228,10 +232,11 @@ def stop_counts(text: str) -> tuple[int, int] | None:
 
 
 _SYNONYMS = {
-    "food": ("eat", "meal", "lunch", "dinner", "restaurant", "bite", "food"), "cafe": ("coffee", "café", "espresso"),
+    "food": ("eat", "meal", "lunch", "dinner", "restaurant", "bite", "food", "dining"),
+    "cafe": ("coffee", "café", "espresso"),
     "nightlife": ("night spot", "nightlife", "drinks", "night out", "clubbing", "going out"),
     "culture": ("cultural", "culture"), "nature": ("outdoors", "nature", "natural", "greenery", "green space"),
-    "shopping": ("shop", "shopping"), "museum": ("museum", "exhibition", "exhibit"),
+    "shopping": ("shop", "shopping", "retail"), "museum": ("museum", "exhibition", "exhibit"),
     "gallery": ("gallery", "galleries", "art"), "temple": ("temple", "shrine", "pagoda"),
     "castle": ("castle", "fortress", "palace", "fort"), "theatre": ("theatre", "theater", "show", "play", "musical"),
     "ramen": ("ramen", "noodle", "noodles"),
@@ -294,9 +299,12 @@ _END_CUE = re.compile(r"\b(?:move to|moving to|moving over to|switch(?:ing)? to|
                       r"check(?:ing)? in(?:to| at)?|back at|over to)\s*(?:the\s+)?$", re.I)
 _BUDGET = re.compile(r"(?<![\w.])(?:" + _MONEY + r"\s*(\d+(?:[.,]\d+)?)|(\d+(?:[.,]\d+)?)\s*" + _MONEY + r")", re.I)
 """An amount of money anywhere in the request: a trip request names money only for its budget."""
-_LEVEL = re.compile(r"(?<![\w$])(\${1,4})(?![\w$])|\b(?:price )?(?:level|tier|category)\s*(?:of\s*)?(\d)\b|"
+_LEVEL = re.compile(r"(?<![\w$])(\${1,4})(?![\w$])|"
+                    r"\b(?:price )?(?:level|lvl|tier|category)\s*(?:of\s*|<=\s*|≤\s*|max\s*)?(\d)\b|"
                     r"\b(\d)\s*(?:of|/|out of)\s*4\b", re.I)
-_AVOID = re.compile(r"\b(?:avoid|no|not|without|skip|hate|don'?t (?:like|want|need)|dislike|steer clear|"
+_AVOID = re.compile(r"\b(?:avoid|no|not(?! (?:required|essential|necessary|needed|mandatory|a must|compulsory|"
+                    r"obligatory|important|more|less|later|earlier|over|under|above|below))|without|skip|hate|"
+                    r"don'?t (?:like|want|need)|dislike|steer clear|"
                     r"keep (?:us )?(?:away|off)|stay away|none|nothing|never|can'?t stand|not into|rather not|spare us|"
                     r"away from|far from|free of|allergic to|please no|minus|exclude|excluding|except|zero|"
                     r"(?:do|does|did)n'?t|dont|doesnt|can'?t (?:go|take|bring|do)|off[- ]limits|out of the question|"
@@ -305,13 +313,14 @@ _AVOID = re.compile(r"\b(?:avoid|no|not|without|skip|hate|don'?t (?:like|want|ne
                     re.I)
 _WANT = re.compile(r"\b(?:(?<!n't )(?<!not )(?<!dont )wants?|ideally|would love|we'?d love|love|bonus|prefer|"
                    r"preferably|nice|like|fan of|into|enjoy|keen on|plus|extra points|appreciate|hoping for|"
-                   r"if possible)\b", re.I)
+                   r"if possible|desirable|optional|not required|not essential|would be nice|nice[- ]to[- ]have|"
+                   r"pref(?:erences?)?)\b", re.I)
 _TAG_WORDS = {
     "crowded": ("crowded", "crowds", "crowd", "busy", "packed", "touristy", "tourist traps", "tourist trap", "hordes",
                 "queues", "queue", "long lines", "lines", "mobbed", "heaving", "rammed", "throngs", "masses",
                 "overcrowded", "high-footfall", "footfall", "high traffic", "heavily visited", "touristic",
                 "popular with tourists", "full of tourists", "tourists", "many people", "lots of people",
-                "too many people",
+                "too many people", "too much people", "much people", "many tourists",
                 "people everywhere", "mass tourism", "waiting in line", "hustle and bustle", "jam-packed", "swarming"),
     "adults-only": ("adults-only", "adults only", "adult only", "adult-only", "18+", "over-18", "over 18", "21+",
                     "grown-ups only", "grown-up only", "grown-up", "grownup", "kids not allowed", "no kids allowed",
