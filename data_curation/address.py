@@ -144,6 +144,7 @@ _ANCHOR = re.compile(
         rf"\b(?:\d{{5}}|\d{{3}} \d{{2}}|\d{{2}}-\d{{3}}|\d{{4}}-\d{{3}}|\d{{5}}-\d{{3}}|\d{{4}} ?[A-Z]{{2}})\s+{_CAP}",
         rf"{_CAP}(?:[ ,]+(?:[A-Z]{{2}}|{_AU_STATES}))?,?\s+(?:\d{{6}}|\d{{5}}(?:-\d{{4}})?|\d{{5}}-\d{{3}}|\d{{3}} \d{{2}})\b(?![ -]?\d)",
         rf"\b(?:{_AU_STATES})\s+\d{{4}}\b",
+        r"(?:^|(?<=[\s,]))\d{1,2}\.\s?(?:OG|Obergeschoss|Etage|Stock|étage|piso|andar|verdieping|piętro)\b",  # "3. OG"
         r"\([A-Z]\d{4}[A-Z]{3}\)",  # Argentine CPA in brackets: "CABA (C1425BGH)"
         rf"(?<=, )\d{{4}}\s+{_CAP}",  # "Hannoluohkká 14, 9520 Guovdageaidnu"
         rf"\b{_CAP}\s+\d{{4}},\s+{_CAP}(?:\s+{_CAP})?",  # "Rondebosch 7700, Cape Town"

@@ -119,6 +119,7 @@ perfume fragrance cologne parfum eau lipstick mascara serum foundation palette g
 flats loafers boxers briefs lingerie swimsuit bikini cookware cookbook knives pans skillet wok set bundle kit collection
 shirts dresses bags shoes wallets belts belt sunglasses glasses frames jeans sneaker trainer slippers pumps mules
 fries ice cream whiskey bourbon gin vodka memorial center centre museum murals mural statue monument
+peninsula valley canyon desert glacier forest coast gorge tour tours trip cruise trek hike national reserve
 hotel hostel museum gallery cathedral church palace castle tower bridge market park garden square station airport
 beach temple shrine mosque chapel abbey library theatre theater cafe café restaurant bar bistro bakery fountain
 falls lake river mountain hill island bay harbour harbor pier zoo aquarium stadium arena

@@ -69,7 +69,8 @@ signora sig mevrouw meneer dhr mevr senhor senhora sayın sidekick
 _STRONG = re.compile(
     r"(?:\bmy name is|\bname is|\bname's|\bname:|\bthis is|\bit's|\bit is|\bi'm|\bi am|\bim|\bcall me|"
     r"\b(?:send|ship|deliver|post|mail)(?: it| them| this| that| the parcel| the package)? to|\baddressed to|"
-    r"\b(?:go|goes|give it|give them|hand it|hand them|pass it|leave it|leave them|return it|forward it)(?: to| with)|"
+    r"\b(?:it|parcel|package|box|order|delivery|this|that|them)(?: should| can| will| must| could)? go(?:es)? to|"
+    r"\b(?:give it|give them|hand it|hand them|pass it|leave it|leave them|return it|forward it)(?: to| with)|"
     r"\b(?:signed|placed|bought|ordered|booked|paid|picked up|collected|received) by|\bunder the name(?: of)?|"
     r"\b(?:booking|reservation|table|order|room) (?:is )?under|(?<!brand )(?<!product )(?<!model )(?<!file )(?<!user)"
     r"(?<!domain )(?<!street )(?<!company )(?<!shop )(?<!store )(?<!hotel )(?<!place )\bname|\bnamed as|"
@@ -141,7 +142,8 @@ _SIGN_OFF = re.compile(r"(?:^|[.!?\n]\s+|\s[-—–~]\s*|^[-—–~]\s*|(?i:\b(?
                        r"ciao|merci|danke|gracias|obrigad[oa]|grazie|tack|dziękuję|спасибо),?\s+))"
                        rf"(?P<n>{_LET}+(?:['’\-]{_LET}+)*(?: {_LET}+(?:['’\-]{_LET}+)*){{0,2}})\s*[.!❤️🙏😊🙂✨💕♥]*\s*$")
 # A name before an honorific or a copula, in scripts without spaces: "田中さくら です", "김민지입니다".
-_CJK_HONORIFIC = re.compile(r"(?<![\u4e00-\u9fff\u3040-\u30ff])([\u4e00-\u9fff]{1,3}[\u3040-\u30ff]{0,4}|[\u30a0-\u30ff]{2,8})"
+_CJK_HONORIFIC = re.compile(r"(?<![\u4e00-\u9fff\u3040-\u30ff])([\u4e00-\u9fff]{1,3}[\u3040-\u30ff]{0,4}|[\u30a0-\u30ff]{2,8}"
+                            r"|[\u3041-\u3093]{2,4}(?=ちゃん|さん|くん|様|さま))"
                             r"\s*(?:です|さん|様|さま|ちゃん|くん|と申します)"
                             r"|(?!고객|회원|주문|배송|문의|감사|안녕|사장|선생|팀장|과장|부장|기사)([\uac00-\ud7af]{2,4})"
                             r"\s*(?:고객님?|회원님?)?\s*(?:입니다|이에요|예요|님|씨)")
@@ -166,7 +168,12 @@ _NO_SPACES = re.compile(r"[\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff\u3040-\u30ff\
 _INITIALS = re.compile(r"(?<![\w.])(?:[A-Z]\.\s?){1,3}(?:(?:de|van|von|da|di|le|la|del|der|den|ten|ter|dos|du)\s+){0,2}"
                        r"(?P<s>[A-Z][^\W\d_]+(?:['’\-][^\W\d_]+)*)")
 _PLACE_HEADS = frozenset("mt mount lake cape saint san santa são port fort isla wadi jebel gunung monte lago "
-                         "playa praia ponte piazza plaza rio río".split())
+                         "playa praia ponte piazza plaza rio río cabo capo cap ilha isola île ile sierra serra pico "
+                         "punta ponta bahía baía golfo val valle costa cerro volcán volcan cala castillo castelo "
+                         "castello schloss château chateau palacio palácio palazzo torre puerta porta praça parque "
+                         "parc jardin jardim giardino museo museu musée igreja iglesia chiesa église basilica "
+                         "catedral cattedrale cathédrale duomo mercado mercato marché ciudad cidade città vila villa "
+                         "bad burg dorf kloster hotel hostel".split())
 # Surnames that open most Vietnamese names ("Trần Văn Minh"): a capitalised run starting with one is a name.
 _VIET_SURNAMES = frozenset("nguyễn trần lê phạm hoàng huỳnh phan vũ võ đặng bùi đỗ hồ ngô dương lý đinh trương "
                            "lâm mai cao tạ quách lương".split())
@@ -326,7 +333,13 @@ class NameFinder:
                 for a in range(len(run)) for b in range(a + 1, min(len(run), a + 4)))):
             return True  # "Adidas Sambas", "Dyson Airwraps", "Calvin Klein"
         if run[0].key in _PLACE_HEADS and len(run) > 1:
-            return True  # "Mt Fuji", "Wadi Rum", "Lake Bled"
+            return True  # "Mt Fuji", "Wadi Rum", "Lake Bled", "Cabo da Roca"
+        if lex is not None and any(t.text[-2:] in ("'s", "’s") and lex.is_place(t.key) for t in run[:-1]):
+            return True  # "Seville's Giralda": a place's landmark
+        owner = re.search(r"([A-ZÀ-Þ][^\W\d_]+)['’]s\s+$", text[max(0, run[0].start - 30) : run[0].start])
+        if owner is not None and lex is not None and lex.is_place(owner.group(1).casefold()) \
+                and owner.group(1).casefold() not in _NOT_NAMES:
+            return True  # "Córdoba's Mezquita": a place's landmark
         before = text[max(0, run[0].start - 16) : run[0].start].casefold()
         if before.endswith(" a ") and _BOUNDARY.match(text, run[-1].end):
             before = before[:-2]  # "per a Jordi Puig i Ferrer" (Catalan "for"), not "a Salomon jacket"
@@ -480,7 +493,8 @@ class NameFinder:
                         k += 1
                     while k > 1 and run[k - 1].key in _PARTICLES:
                         k -= 1
-                    if k and run[0].start == after.end():
+                    place = run and run[0].key in _PLACE_HEADS and len(run) > 1 and run[1].titled  # "Wadi Rum"
+                    if k and run[0].start == after.end() and not place:
                         new.append((run[0].start, run[k - 1].end))
                 before = [t for t in toks if t.end <= s]
                 if len(before) >= 2 and before[-1].key in _CONJUNCTIONS:
@@ -582,8 +596,8 @@ class NameFinder:
             return False
         rare = self._lexical_name(tok)
         double = lex is not None and "-" in tok.key and all(lex.is_name(p) for p in tok.key.split("-") if p)
-        if not (tok.key in self.known or rare or double):
-            return False
+        if len(tok.key) < 3 or not (tok.key in self.known or rare or double):
+            return False  # "its wb 8830-…" is no name
         before = text[max(0, tok.start - 40) : tok.start].casefold()
         if not tok.text.islower():  # "customer name BAPTISTE ROUSSEAU", not "a kids XS"
             return len(tok.text) > 2 and bool(_STRONG.search(before)) if first_in_run else toks[k - 1].text.isupper()

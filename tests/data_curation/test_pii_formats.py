@@ -74,6 +74,8 @@ REMOVED = [
     ("please address it to Գայանե Սարգսյան", "please address it to <NAME>"),
     ("আমার নাম সুমাইয়া আক্তার", "আমার নাম <NAME>"),
     ("it's for გიორგი ლომიძე, he collects tomorrow", "it's for <NAME>, he collects tomorrow"),
+    ("カードに「はなちゃん おめでとう」と", "カードに「<NAME>ちゃん おめでとう」と"),
+    ("2. OG, bei Yilmaz klingeln", "<ADDRESS>, bei <NAME> klingeln"),
     # addresses: Japan and Korea in Latin letters, Thailand, a named road opening the message
     ("2-chome-4-1 Marunouchi, Chiyoda City, Tokyo 100-0005", "<ADDRESS>"),
     ("Busan, Haeundae-gu, Centum-ro 30, 12F", "<ADDRESS>"),
@@ -100,6 +102,10 @@ KEPT = [
     "Carolina Herrera perfume, the 80 ml",
     "Tory Burch or Ralph Lauren for the sandals?",  # brands named after people
     "is the 'ชาไทย' tea mix in stock?",  # a product in a script without spaces
+    "can i pay with amex?",
+    "is Seville's Giralda open on sundays?",  # a place's landmark
+    "day trips to Sintra and Cabo da Roca?",
+    "its wb 4471-22 in the system",
 ]
 
 
