@@ -164,7 +164,10 @@ _CJK_MARK = re.compile(r"[市区縣县都道府省路街号號室楼樓丁番동
 _SEG_STOP = re.compile(r"(?i)^\s*(?:and|or|but|please|pls|thanks|thank|thx|call|ring|text|the|it|is|i|i'm|my|we|she|he|"
                        r"she's|he's|they|you|can|could|will|would|ship|send|deliver|before|after|by|for|asap|ok|if|so|"
                        r"leave|door|gate|tomorrow|today|mon|tue|wed|thu|fri|sat|sun|monday|tuesday|wednesday|thursday|"
-                       r"friday|saturday|sunday|bei|por|per|para|merci|gracias|danke|obrigad[oa]|grazie|谢谢)\b")
+                       r"friday|saturday|sunday|bei|por|per|para|merci|gracias|danke|obrigad[oa]|grazie|谢谢)\b"
+                       # a phone or e-mail cue ("Oslo. Tlf 412 55 093"), not "Tel Aviv"
+                       r"|^\s*(?:tel|tlf|tfn|phone|mob|mobile|cell|ph|fon|telefon|telefone|teléfono|telefono|whatsapp|"
+                       r"e-?mail|mail)\b\.?:?\s*(?:[+(\d]|no\b|nr\b|number\b|$)")
 _BUILDINGS = ("house|court|hall|tower|towers|building|residency|residence|apartments|mansions|plaza|centre|center|"
               "block|estate|heights|lodge|villa|villas|complex|condominium|condo|gardens|chambers|manor")
 _SEG_WORD = re.compile(r"[^\s,，]+")

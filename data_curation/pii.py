@@ -211,7 +211,8 @@ _POSTCODE_CUE = re.compile(
 _GPS_ADDRESS = re.compile(r"(?i:\b(?:gps|digital address|ghanapost|ghana post)(?: address| code)?\s*(?:is|:)?\s*)"
                           r"(?P<id>[A-Z]{2}-?\d{3,4}-?\d{3,4})\b")
 _PHONE_CANDIDATE = re.compile(r"(?<![\w+])(?:\+\s?)?\(?\d(?:[\d().\-/]|[ \t](?=[\d(+]))*\d\)?")
-_PHONE_CUE = re.compile(r"(?i)\b(?:call|phone|tel|telephone|mobile|cell|number|whatsapp|text me|reach me|fax|ring)\b")
+_PHONE_CUE = re.compile(r"(?i)\b(?:call|phone|tel|tlf|tfn|telefon|telefone|teléfono|telefono|telephone|mobile|mob|cell|"
+                        r"number|whatsapp|text me|reach me|fax|ring)\b")
 
 
 def luhn_ok(digits: str) -> bool:
@@ -319,6 +320,8 @@ def _order_ids(text: str) -> Iterator[Detection]:
         digits = sum(c.isdigit() for c in token)
         if _DATE.fullmatch(token) or re.fullmatch(r"(?i)\d+(?:st|nd|rd|th|am|pm|kg|cm|mm|ml|gb|tb)", token):
             continue  # "delivery 10/12/2025", "return 30days"
+        if _ID_SHAPES.fullmatch(token) or _CODICE_FISCALE.fullmatch(token):
+            continue  # "the booking is S8734521D": a national id's own shape wins over the order cue
         if digits >= 4 or (digits >= 1 and token.lstrip("#").isupper() and len(token) >= 6) or token.startswith("#"):
             yield Detection(m.start("id"), m.end("id"), "ORDER_ID")
 
@@ -452,9 +455,11 @@ class PhoneFinder:
                 spans.update((m.start, m.end) for m in PhoneNumberMatcher(sub, region, leniency=Leniency.VALID))
                 if sum(c.isdigit() for s, e in spans for c in sub[s:e]) >= digits - 2:
                     break
-        if not spans and digits >= 9 and _PHONE_CUE.search(text, max(0, start - 30), start):
+        if not spans and digits >= 8 and _PHONE_CUE.search(text, max(0, start - 30), start):
             spans.update((m.start, m.end) for m in PhoneNumberMatcher(sub, self.regions[0], leniency=Leniency.POSSIBLE)
                          if sum(c.isdigit() for c in m.raw_string) >= 9)
+            if not spans and digits <= 15 and re.fullmatch(r"\(?\d[\d ()./-]*\d", sub):
+                spans.add((0, len(sub)))  # "Tlf 412 55 093": 8-15 digits right after a phone cue
         for s, e in spans:
             yield Detection(start + s, start + e, "PHONE")
 

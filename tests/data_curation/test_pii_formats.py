@@ -76,6 +76,8 @@ REMOVED = [
     ("it's for გიორგი ლომიძე, he collects tomorrow", "it's for <NAME>, he collects tomorrow"),
     ("カードに「はなちゃん おめでとう」と", "カードに「<NAME>ちゃん おめでとう」と"),
     ("2. OG, bei Yilmaz klingeln", "<ADDRESS>, bei <NAME> klingeln"),
+    ("Dronningens gate 8, 7011 Trondheim, tlf 915 22 480", "<ADDRESS>, tlf <PHONE>"),
+    ("the booking reference is S9412763H", "the booking reference is <NATIONAL_ID>"),
     # addresses: Japan and Korea in Latin letters, Thailand, a named road opening the message
     ("2-chome-4-1 Marunouchi, Chiyoda City, Tokyo 100-0005", "<ADDRESS>"),
     ("Busan, Haeundae-gu, Centum-ro 30, 12F", "<ADDRESS>"),
