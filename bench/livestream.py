@@ -3,9 +3,10 @@
     python bench/livestream.py                       # a fresh default world in bench/results/livestream-world
     python bench/livestream.py --world runs/demo/livestream --quick     # 300 questions of each set
 
-Two task sets of one world (``sidekick world livestream``): ``train wordings`` (``tasks.jsonl``: the base
-templates of apps/livestream/vocab.py and the training phrasing families) and ``held-out wordings``
-(``heldout/tasks.jsonl``: families written by another author, never read while writing the rules). Methods,
+Three task sets of one world (``sidekick world livestream``): ``train wordings`` (``tasks.jsonl``: the base
+templates of apps/livestream/vocab.py and the training phrasing families), ``dev wordings`` (``dev/tasks.jsonl``:
+a first outside author's families, which the reader was then improved against) and ``held-out wordings``
+(``heldout/tasks.jsonl``: a second outside author's families, which nobody tuned on). Methods,
 each answering from the fact sheet without a model, as served under budget:
 
 - ``keyword``: the reader with English keywords only and no relative references (what the app had before
@@ -38,9 +39,9 @@ sys.path.insert(0, str(ROOT))
 
 from apps.livestream.agent import fact_value, livestream_app  # noqa: E402
 from apps.livestream.env import fact_mentioned, request_constraints, reward  # noqa: E402
-from apps.livestream.phrasings import heldout_packs, train_packs  # noqa: E402
+from apps.livestream.phrasings import dev_packs, heldout_packs, train_packs  # noqa: E402
 from apps.livestream.reader import Reader  # noqa: E402
-from apps.livestream.world import HELDOUT_DIR, LivestreamWorldConfig, generate_livestream_world  # noqa: E402
+from apps.livestream.world import DEV_DIR, HELDOUT_DIR, LivestreamWorldConfig, generate_livestream_world  # noqa: E402
 from harness.agent import AppSpec, TurnContext  # noqa: E402
 from harness.budget import Budget  # noqa: E402
 from harness.session import SessionState  # noqa: E402
@@ -123,18 +124,21 @@ def main() -> None:
         world = ROOT / "bench/results/livestream-world"
         print(f"generating the default livestream world in {world}", flush=True)
         generate_livestream_world(LivestreamWorldConfig(), world)
-    sets = {"train wordings": world / TASKS_FILE, "held-out wordings": world / HELDOUT_DIR / TASKS_FILE}
-    for name, path in sets.items():
-        if not path.is_file():
-            sys.exit(f"{path}: missing ({name}); regenerate the world with `sidekick world livestream --out {world}`")
+    sets = {"train wordings": world / TASKS_FILE, "dev wordings": world / DEV_DIR / TASKS_FILE,
+            "held-out wordings": world / HELDOUT_DIR / TASKS_FILE}
+    if not sets["train wordings"].is_file():
+        sys.exit(f"{world}: no {TASKS_FILE}; generate it with `sidekick world livestream --out {world}`")
+    for name in [name for name, path in sets.items() if not path.is_file()]:
+        print(f"{name}: no {sets.pop(name)} (no such packs shipped, or a world generated before them: regenerate it)")
     spec = livestream_app(world)
-    print(f"families: train {', '.join(p.family for p in train_packs())}; "
-          f"held-out {', '.join(p.family for p in heldout_packs())}")
+    names = {k: ", ".join(p.family for p in packs()) for k, packs in
+             (("train", train_packs), ("dev", dev_packs), ("held-out", heldout_packs))}
+    print("families: " + "; ".join(f"{k} {v}" for k, v in names.items()))
     result: dict[str, Any] = {"world": str(world), "quick": args.quick, "sets": {}}
     for set_name, path in sets.items():
         with open(path, encoding="utf-8") as f:
             tasks = [Task.model_validate_json(line) for line in f if line.strip()][: 300 if args.quick else None]
-        lang = {p.family: p.lang for p in (*train_packs(), *heldout_packs())}
+        lang = {p.family: p.lang for p in (*train_packs(), *dev_packs(), *heldout_packs())}
         per_method = {m: answer_all(spec, tasks, reader) for m, reader in METHODS.items()}
         out: dict[str, Any] = {"tasks": len(tasks), "methods": {}, "breakdown": {}}
         print(f"\n{set_name}: {len(tasks)} questions of {path}")

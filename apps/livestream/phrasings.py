@@ -5,8 +5,9 @@ file. The world draws every question's wording from one family, records it in ``
 keeps the **training** families (``apps/livestream/phrasings/train/``, plus ``base``: the templates in
 :mod:`apps.livestream.vocab`) apart from the **held-out** ones (``apps/livestream/phrasings/heldout/``),
 which only ever write the world's held-out questions: a held-out question shares no template with any
-training question. The two directories were written by different authors, neither of whom read the
-agent's rules.
+training question. ``apps/livestream/phrasings/dev/`` holds a first outside author's families, which the
+reader (:mod:`apps.livestream.reader`) was improved against and which are never trained on. The three
+directories were written by different authors, none of whom read the agent's rules.
 
 Pack format (every key but ``family`` and ``lang`` optional; a slot a family lacks is never drawn from it)::
 
@@ -76,6 +77,7 @@ from apps.livestream.vocab import (
 HERE = Path(__file__).parent / "phrasings"
 TRAIN_DIR = HERE / "train"
 HELDOUT_DIR = HERE / "heldout"
+DEV_DIR = HERE / "dev"
 VALUE_KEYS = tuple(sorted(VALUE_Q))
 BOOL_KEYS = tuple(sorted(BOOL_Q))
 MEMBER_KEYS = tuple(sorted(MEMBER_Q))
@@ -242,6 +244,13 @@ def train_packs() -> tuple[PhrasingPack, ...]:
 
 
 @cache
+def dev_packs() -> tuple[PhrasingPack, ...]:
+    """Every pack in ``apps/livestream/phrasings/dev/``: a first outside author's families, which the reader was
+    improved against (never trained on; ``bench/livestream.py`` reports them apart from the held-out ones)."""
+    return tuple(load_packs([DEV_DIR] if DEV_DIR.is_dir() else []))
+
+
+@cache
 def heldout_packs() -> tuple[PhrasingPack, ...]:
     """Every pack in ``apps/livestream/phrasings/heldout/`` (none of them is ever trained on)."""
     return tuple(load_packs([HELDOUT_DIR] if HELDOUT_DIR.is_dir() else []))
@@ -255,7 +264,7 @@ def template_key(template: str) -> str:
 
 
 def main() -> None:
-    for name, packs in (("train", train_packs()), ("heldout", heldout_packs())):
+    for name, packs in (("train", train_packs()), ("dev", dev_packs()), ("heldout", heldout_packs())):
         for p in packs:
             n = sum(1 for _ in p.templates())
             refs = sum(len(v) for v in p.refs.values())
@@ -265,6 +274,8 @@ def main() -> None:
     print(f"held-out templates also in a training family: {len(shared)}")
     for family, t in shared[:20]:
         print(f"  {family}: {t!r}")
+    shared_dev = [p.family for p in dev_packs() for _, _, t in p.templates() if template_key(t) in train]
+    print(f"dev templates also in a training family: {len(shared_dev)}")
 
 
 if __name__ == "__main__":

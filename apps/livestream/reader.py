@@ -81,21 +81,21 @@ _NEVER_ON_SHEET: _Rule = ((), {
 })
 _OFF_TOPIC: dict[str, str] = {
     "en": r"\byour (?:favou?rite|cat|dog|name|zodiac|age|camera|lunch|sister|mom|setup)|\bfavou?rite\b|"
-          r"\bhow old are you|\bwhere are (?:you|u)\b|\bweather\b|\braining\b|what time is it",
+          r"\bhow old are you|\bwhere are (?:you|u)\b|\bweather\b|\braining\b|what time is it|\bsong\b|\bmusic\b",
     "es": r"\beres\b|\bfavorit[oa]|\btu (?:gato|perro|nombre|signo|edad|camara)|\bcuantos anos tienes|\bde donde eres|"
-          r"\bclima\b|\bllov|que hora es|donde estas",
+          r"\bclima\b|\bllov|que hora es|donde estas|cancion|\bmusica\b",
     "de": r"\bbist du\b|\blieblings|\bdein(?:e|en)? (?:katze|hund|name|sternzeichen|kamera)|\bwie alt bist du|"
           r"\bwoher kommst|"
-          r"\bwetter\b|\bregnet|wie spat|wo bist du",
+          r"\bwetter\b|\bregnet|wie spat|wo bist du|\blied\b|\bmusik\b",
     "fr": r"\bes-tu\b|\btu es\b|\bprefere|\bton (?:chat|chien|nom|signe|age)|\bta (?:camera)|\bquel age as-tu|"
           r"\btu viens d'ou|"
-          r"\bmeteo\b|\bpleut|quelle heure|ou es-tu|t'es ou",
+          r"\bmeteo\b|\bpleut|quelle heure|ou es-tu|t'es ou|\ble son\b|musique|chanson",
 }
 _CUES: tuple[_Rule, ...] = (
     _NEVER_ON_SHEET,
     (("discount_percent",), {
         "en": r"discount|how much off|% off|percent(?:age)? off|percentage|more off|sale on\b|how big is the sale|"
-              r"markdown|saving|reduced",
+              r"markdown|\bsav(?:e|ing)s? (?:on|with)\b|how much (?:do|would|will|can) (?:i|you|we) save|reduced",
         "es": r"descuento|rebaja|cuanto (?:me )?ahorr|% menos",
         "de": r"rabatt|reduziert|ersparnis|prozent|wie viel (?:spare|sparst)|% weniger",
         "fr": r"remise|reduction|\breduc|rabais|pourcentage|combien (?:j'economise|on economise)|% de moins"}),
@@ -110,7 +110,7 @@ _CUES: tuple[_Rule, ...] = (
         "de": r"akkukapazitat|kapazitat des akkus|\bmah\b",
         "fr": r"capacite de (?:la )?batterie|\bmah\b"}),
     (("capacity_l",), {
-        "en": r"\blit(?:er|re)s?\b|\bhold\b|\bholds\b",
+        "en": r"\blit(?:er|re)s?\b|\bhold\b|\bholds\b|how many l\b",
         "es": r"\blitros?\b|\bcaben?\b",
         "de": r"\blitern?\b|\bfasst\b|passt (?:da )?(?:rein|hinein)",
         "fr": r"\blitres?\b|\bcontient combien|\bcontenance"}),
@@ -122,16 +122,20 @@ _CUES: tuple[_Rule, ...] = (
         "de": r"\bml\b|milliliter|flasche|wie gross|grosser|inhalt|wie viel (?:ist )?drin",
         "fr": r"\bml\b|millilitr|flacon|bouteille|plus grand|(?:combien|plus) de produit|quelle contenance"}),
     (("stock",), {
-        "en": r"stock|\bleft\b|sold out|sell(?:ing)? out|remaining|\bqty\b|quantity|units|any more\b|"
+        "en": r"stock(?! up)|\bleft\b|sold out|sell(?:ing)? out|remaining|\bqty\b|quantity|units|any more\b|"
               r"still (?:got|have|available|up for grabs|around)|\bgone\b|run(?:ning)? out|ran out|"
               r"can i still (?:get|buy|grab|order)|how many (?:do you have|are there|you got|u got|have you got)",
-        "es": r"stock|(?<!como )\bquedan?\b(?! (?:grande|chic|pequen|ajustad|holgad|bien|mal))|agot|existencias|"
+        "es": r"stock|(?<!como )\bquedan?\b(?! (?:grande|chic|pequen|ajustad|holgad|bien|mal))|agot|"
+              r"existencias|"
               r"unidades|todavia hay|aun hay|cuantos hay|cuantas hay|hay mas|"
-              r"sigue(?:n)? (?:habiendo|disponible)|todavia (?:tienes|tienen|hay)",
+              r"sigue(?:n)? (?:habiendo|disponible)|todavia (?:tienes|tienen|hay)|"
+              r"puedo (?:pillar|comprar|conseguir|agarrar)",
         "de": r"lager|vorrat|ausverkauft|noch (?:da|welche|zu haben|erhaltlich)|wie viele (?:gibt|sind|habt)|"
-              r"restbestand|noch verfugbar|\bubrig|noch was da|alles weg|schon weg|wie viele (?:hast|habt|gibt)|"
+              r"restbestand|noch verfugbar|\bubrig|noch (?:abgreifen|kaufen|bestellen|haben|ergattern)|"
+              r"noch was da|alles weg|schon weg|wie viele (?:hast|habt|gibt)|"
               r"\bgibt(?:'s| es)\b.{0,30}\bnoch\b",
-        "fr": r"stock|\breste\b|\brestent\b|restant|epuise|encore (?:en|des|dispo)|combien (?:il )?en (?:reste|avez)"}),
+        "fr": r"stock|\breste\b|\brestent\b|restant|epuise|rupture|encore (?:en|des|dispo)|"
+              r"combien (?:il )?en (?:reste|avez)"}),
     (("returns_days",), {
         "en": r"\breturn|send (?:\S+ ){0,5}back|refund|exchange|money back|take (?:it|them) back",
         "es": r"devol|devuelv|reembols|cambio|regresar",
@@ -141,25 +145,28 @@ _CUES: tuple[_Rule, ...] = (
                             "fr": r"garanti"}),
     (("shipping_days",), {
         "en": r"\bship|deliver|arriv|sooner|faster|\d+ days|get it (?:by|in|before|soon|quick|fast)|postage|"
-              r"how (?:fast|quick|soon)|how long .{0,20}(?:ship|deliver|take to (?:get|arrive|come)|to get)|"
+              r"how (?:fast|quick|soon)|how long .{0,60}(?:ship|deliver|take to (?:get|arrive|come)|to get)|"
+              r"get to me|to my (?:place|door|house)|"
               r"get here|gets here|turnaround|dispatch|(?:get|reach|come to) me|at my door|"
               r"when (?:would|will|could|can) i (?:get|have)",
         "es": r"envio|envia|enviar|mandan|llega|entrega|tarda|demora|cuantos dias|mas rapido|\d+ dias",
         "de": r"versand|versend|liefer|ankommen|\bkommt\b.{0,30}\ban\b|dauert|wie schnell|schneller|zustell|"
-              r"verschick|wann (?:ist|kommt|hab|war)|\d+ tage|bei mir|bestell",
+              r"verschick|wann (?:ist|kommt|hab|war)|\d+ tage|bei mir|bestell|nach hause|braucht .{0,40}(?:bis|zu mir)",
         "fr": r"livraison|livr|expedi|envoi|\barrive|recevoir|recoit|delai|combien de jours|plus vite|"
               r"plus rapide|\d+ jours|l'avoir (?:en|avant|d'ici) \d|recoi[st]"}),
     (("price",), {
-        "en": r"price|\bcost|cheap|\bdeal\b|on sale|\$|damage|set me back|going for|\bpay\b|\bbucks\b|expensive|"
+        "en": r"price|\bcost|cheap|wallet|affordable|\bdeal\b|on sale|\$|damage|set me back|going for|\bpay\b|"
+              r"\bbucks\b|expensive|"
               r"pricey|\bworth\b|\bcharg(?:e|ing) (?:for|me)|how much (?:is|are|for|r|it|we|u|you)\b|"
               r"(?:asking|selling it|listed|go(?:ing)?) (?:for|at)\b",
-        "es": r"precio|cuesta|\bvale\b|\bsale\b|barat|\bcaro\b|\bcara\b|oferta|pagar|\bplata\b|\blana\b|pesos|"
+        "es": r"precio|cuesta|economic|\bvale\b|\bsale\b|barat|\bcaro\b|\bcara\b|oferta|pagar|\bplata\b|\blana\b|pesos|"
               r"cuanto es|cuanto esta|a cuanto",
-        "de": r"preis|kostet|kosten|teuer|billig|gunstig|angebot|zahlen|\beuro|\bkohle\b|"
+        "de": r"preis|kostet|kosten|teuer|billig|gunstig|angebot|zahlen|\beuro|\bkohle\b|hinblatter|blechen|"
               r"was (?:willst|verlangst|nimmst) du|was (?:wollt|verlangt|nehmt) ihr",
         "fr": r"\bprix\b|coute|\bcher\b|\bchere\b|tarif|\bballes\b|payer|\bpromo|vends combien"}),
     (("brand",), {
-        "en": r"\bbrand|who makes|who made|manufacturer|what make\b|what company|who(?:'s| is) it by|\blabel\b",
+        "en": r"\bbrand\b|who makes|who made|manufacturer|what make\b|what company|who(?:'s| is) it by|\blabel\b|"
+              r"\bmaker\b|made by who",
         "es": r"\bmarca|quien (?:lo |la )?(?:hace|fabrica)|fabricante|empresa|compania",
         "de": r"\bmarke|hersteller|wer (?:stellt|macht|produziert)|\bfirma\b",
         "fr": r"\bmarque|fabricant|qui (?:le |la )?(?:fabrique|fait)|entreprise|societe"}),
@@ -187,7 +194,7 @@ _CUES: tuple[_Rule, ...] = (
                         "fr": r"gluten|coeliaque"}),
     (("vegan",), {"en": r"vegan|plant[- ]based|animal products?", "es": r"vegan|productos? animal",
                   "de": r"vegan|tierische", "fr": r"vegan|vegetalien|origine animale"}),
-    (("cruelty_free",), {"en": r"cruelty|tested on animals|animal test",
+    (("cruelty_free",), {"en": r"cruelty|test(?:s|ed|ing)? on animals|animal test",
                          "es": r"testad[oa] en animales|maltrato|crueldad",
                          "de": r"tierversuch|tierleid", "fr": r"teste sur (?:les )?animaux|cruaute"}),
     (("fragrance_free", "scent"), {
@@ -208,10 +215,11 @@ _CUES: tuple[_Rule, ...] = (
     (("allergens", "ingredients"), {
         "en": r"allerg|contain|\bnuts?\b|peanut", "es": r"alerg|contiene|\bnueces|cacahuate|mani\b",
         "de": r"allerg|enthalt|\bnusse|erdnuss", "fr": r"allerg|contient|\bnoix|arachide|cacahuete"}),
-    (("colours",), {"en": r"\bcolou?rs?\b|\bshades?\b", "es": r"\bcolou?r(?:es)?\b|\btonos?\b",
-                    "de": r"\bfarben?\b", "fr": r"\bcouleurs?\b|\bteintes?\b"}),
+    (("colours",), {"en": r"\bcolou?r(?:s|ways?)?\b|\bshades?\b", "es": r"\bcolou?r(?:es|citos?)?\b|\btonos?\b",
+                    "de": r"\bfarben?\b", "fr": r"\bcouleurs?\b|\bteintes?\b|\bcoloris\b"}),
     (("fit",), {
-        "en": r"\bfit\b|\bfits\b|true to size|oversized|runs? (?:small|big|large)|size up|size down",
+        "en": r"\bfit\b|\bfits\b|true to size|oversized|runs? (?:small|big|large|tight|loose)|size up|size down|"
+              r"\bsnug\b|\bloose\b|\btight\b|\bbaggy\b|\broomy\b|\bfitted\b|sizing",
         "es": r"horma|queda (?:grande|chic|pequen|ajustad)|calce|talla (?:grande|pequena|normal|real)|\bcorte\b|"
               r"oversize|holgad|ajustad|como (?:me |te |le )?queda",
         "de": r"passform|fallt (?:gross|klein|normal)|grossenecht",
@@ -223,7 +231,8 @@ _CUES: tuple[_Rule, ...] = (
     (("connectivity",), {
         "en": r"connect|bluetooth|wi-?fi|wireless|wired|cable", "es": r"conect|bluetooth|wifi|inalambric|cable",
         "de": r"verbind|bluetooth|wlan|kabel", "fr": r"connect|bluetooth|wifi|sans fil|cable"}),
-    (("wattage_w",), {"en": r"watt|powerful|\bpower\b", "es": r"potencia|potente|vatios", "de": r"leistung|\bwatt\b",
+    (("wattage_w",), {"en": r"watt|powerful|\bpower\b|how many w\b", "es": r"potencia|potente|vatios",
+                      "de": r"leistung|\bwatt\b",
                       "fr": r"puissan|\bwatts?\b"}),
     (("works_with",), {
         "en": r"works? (?:\S+ )?with|compatible|support|pair (?:\S+ )?with|sync",
@@ -237,7 +246,7 @@ _CUES: tuple[_Rule, ...] = (
     (("calories_per_serving",), {"en": r"calori|kcal|\bcals?\b|fattening", "es": r"calori|kcal", "de": r"kalorie|kcal",
                                  "fr": r"calorie|kcal"}),
     (("best_before_months",), {
-        "en": r"shelf life|\bkeep\b|\bkeeps\b|expir|best before|go(?:es)? bad|\bstale\b|stays? (?:good|fresh)|"
+        "en": r"shelf life|\bkeep\b|\bkeeps\b|expir|best before|\bexp\b|go(?:es)? bad|\bstale\b|stays? (?:good|fresh)|"
               r"use[- ]by",
         "es": r"caduc|vencimiento|\bvence\b|se conserva|echa a perder",
         "de": r"haltbar|ablauf|verfall|schlecht werden",
@@ -247,15 +256,17 @@ _CUES: tuple[_Rule, ...] = (
     (("thickness_mm",), {"en": r"thick", "es": r"grosor|grueso|espesor", "de": r"\bdick|starke\b",
                          "fr": r"epais"}),
     (("min_age_years",), {
-        "en": r"\bage\b|\bages\b|years?[- ]olds?|\d+ ?yo\b|\bkids?\b|child|toddler|\bmonths old",
+        "en": r"\bage\b|\bages\b|years?[- ]olds?|\d+ ?yo\b|\bkids?\b|child|toddler|\bmonths old|turning \d+|"
+              r"\b(?:nephew|niece|son|daughter|grandson|granddaughter|grandkid)\b",
         "es": r"\bedad|\banos\b|\bnin[oa]s?\b|\bhij[oa]\b", "de": r"\balter\b|\bjahre|\bkind(?:er)?\b|jahrig",
         "fr": r"\bage\b|\bans\b|enfant|\bgamin"}),
-    (("players",), {"en": r"players?\b|\bplay\b", "es": r"jugador|jugar", "de": r"spieler|spielen",
+    (("players",), {"en": r"players?\b|\bplay\b|how many (?:people|of us|kids)\b", "es": r"jugador|jugar",
+                    "de": r"spieler|spielen",
                     "fr": r"joueurs?|jouer"}),
     (("height_cm",), {"en": r"\btall|height|how high", "es": r"\balto\b|altura|que tan alt", "de": r"\bhoch\b|hohe\b",
                       "fr": r"\bhaut\b|hauteur"}),
     (("length_cm",), {"en": r"how long is|length|\blong is\b", "es": r"\blargo\b|longitud|cuanto mide",
-                      "de": r"\blange\b|wie lang (?:ist)?", "fr": r"longueur|\blong\b"}),
+                      "de": r"wie lang (?:ist|sind)|die lange\b|\bcm lang", "fr": r"longueur|\blong de\b"}),
     (("ingredients",), {
         "en": r"ingredient|what'?s (?:\S+ )?in\b|what is (?:\S+ )?in\b|\bin it\b|\binside\b|made with",
         "es": r"ingrediente|que (?:tiene|lleva|contiene)\b|composicion",
@@ -263,7 +274,7 @@ _CUES: tuple[_Rule, ...] = (
         "fr": r"ingredient|composition|qu'?est-ce qu'il y a dedans|y a quoi dedans|dedans"}),
     (("suitable_for",), {
         "en": r"suitable|meant for|good for|for everyone|work for|\bok for\b|okay for|\bfor my\b|who should|for whom|"
-              r"who(?:'s| is) (?:it|this|that|\S+) for|made for|right for|recommend",
+              r"who(?:'s| is) (?:it|this|that|\S+) for|made for|right for|recommend|what type|which type|for who\b",
         "es": r"sirve para|apto para|bueno para|para (?:piel|cabello|pelo|perros?|gatos?|mi)|para quien|para que tipo|"
               r"a quien (?:va|le)",
         "de": r"geeignet|gut fur|fur (?:trockene|fettige|hunde|katzen|mein)|fur wen|fur welche",
@@ -301,8 +312,8 @@ _ORDINAL_WORDS: dict[str, tuple[tuple[str, ...], ...]] = {
            ("douzieme",)),
 }
 _ARTICLES = r"(?:the|el|la|lo|los|las|del|al|der|die|das|den|dem|des|vom|le|la|l'|du|au)"
-_PRODUCT_NOUNS = (r"(?:one|item|product|thing|piece|pick|deal|uno|una|producto|articulo|cosa|teil|produkt|artikel|"
-                  r"ding|sache|angebot|article|produit|truc)")
+_PRODUCT_NOUNS = (r"(?:one|item|product|thing|piece|pick|deal|option|uno|una|producto|articulo|cosa|teil|produkt|"
+                  r"artikel|ding|sache|angebot|article|produit|truc)")
 _NUMBERED = re.compile(r"(?:#|\bno\.? ?|\bnr\.? ?|\bn[o°º]\.? ?|\bnumber ?|\bnumero ?|\bnummer ?|\bitem ?|"
                        r"\bproduct ?|\bproducto ?|\bprodukt ?|\bproduit ?|\barticulo ?|\bartikel ?|\barticle ?)"
                        r"(\d{1,2})\b"
@@ -310,10 +321,11 @@ _NUMBERED = re.compile(r"(?:#|\bno\.? ?|\bnr\.? ?|\bn[o°º]\.? ?|\bnumber ?|\bn
 _PREVIOUS: dict[str, str] = {
     "en": r"\b(?:the|that) (?:last|previous|earlier|prior) (?:one|thing|item|product|piece|pick)\b|"
           r"\bbefore (?:this|that|it|the current)\b|\ba (?:moment|minute|min|sec|second|bit|little while) ago\b|"
-          r"\bearlier\b|\bjust now\b|\bprevious(?:ly)?\b|\bone before\b|\bjust (?:showed|had|did)\b|"
+          r"\bearlier\b|\bjust now\b|\b(?:were|was) showing before\b|\bbefore you switched\b|"
+          r"\bprevious(?:ly)?\b|\bone before\b|\bjust (?:showed|had|did)\b|"
           r"\bshowed (?:us )?(?:before|earlier|a sec ago|just now)\b|\b(?:right|just) before\b",
     "es": r"\banterior\b|\bde antes\b|\bhace un rat(?:o|ito)\b|\bjusto antes\b|\b(?:el|la|lo) ultim[oa]\b|"
-          r"\bque (?:mostraste|ensenaste)\b",
+          r"\blo que (?:mostraste|ensenaste) antes\b|\bantes de (?:este|esto|esta)\b|\bque pasaste antes\b",
     "de": r"\bdavor\b|\bvorher\b|\bvor(?:her)?ige[nrms]?\b|\bvon eben\b|\beben gezeigt|\bvorhin\b|"
           r"\bgerade eben\b|\bletzte[nrms]?\b",
     "fr": r"\bprecedent(?:e)?\b|\bd'avant\b|\bjuste avant\b|\btout a l'heure\b|\bdernier\b|\bderniere\b",
@@ -334,8 +346,8 @@ _COMPARE: dict[str, str] = {
     "de": r"\boder\b|\bvs\.?\b|\bals\b|\bverglichen\b|\bwelche[srnm]?\b|\bbesser\b",
     "fr": r"\bou\b|\bvs\.?\b|\b(?:plus|moins) \w+ que\b|\bpar rapport\b|\blequel\b|\blaquelle\b|\bmieux\b",
 }
-_OF = (r"(?:(?:made|sold|brought to you) by|made from|from|by|of|de chez|hech[oa] por|de|del|de la|chez|von|vom|der|"
-       r"bei|du|d')")
+_OF = (r"(?:(?:made|sold|brought to you) by|made from|from|by|of|de chez|hech[oa] por|de la marca|marca|de|del|de la|"
+       r"chez|von|vom|der|bei|du|d'|de la marque|marque)")
 """Words between a product's noun and its brand: "the earbuds from Voltix", "los earbuds de Voltix"."""
 _SORRY = "Sorry, I'm not sure — the fact sheet doesn't say."
 _OFF_TOPIC_REPLY = "Sorry, I'm not sure — I can only help with the products on this stream."
@@ -351,18 +363,22 @@ def fold(text: str) -> str:
 
 _SLANG = tuple((re.compile(p), r) for p, r in (
     (r"\b(?:dis|dat|ths|thiss|tis)\b", "this"), (r"\bda\b(?= [a-z])", "the"), (r"\b(?:u|yu)\b", "you"),
-    (r"\bur\b", "your"), (r"\bb4\b", "before"), (r"\b(?:wat|wut|wht|whats)\b", "what"), (r"\bhw\b", "how"),
+    (r"\bur (?=[a-z]+ing\b)", "you're "), (r"\bur\b", "your"), (r"\bb4\b", "before"),
+    (r"\b(?:wat|wut|wht|whats)\b", "what"), (r"\bhw\b", "how"),
     (r"\bh8\b", "hate"), (r"\boutta\b", "out of"), (r"\b(?:til|till|untill)\b", "until"), (r"\brn\b", "right now"),
     (r"\b(?:pls|plz|plss)\b", "please"), (r"\byrs?\b", "year"), (r"\bhrs?\b", "hours"), (r"\b(?:gonna)\b", "going to"),
     (r"\b(?:this|that|the|which|last|other|first|next|new) 1\b", "\\g<0>ne"),
     (r"\b(?:ok|good|safe|okay) 4\b", "\\g<0>_"),
-    (r"\bfrm\b", "from"), (r"\bprev\b", "previous"), (r"\bthicc\b", "thick"), (r"\bur (?=[a-z]+ing\b)", "you're "),
+    (r"\bfrm\b", "from"), (r"\bprev\b", "previous"), (r"\bthicc\b", "thick"),
     (r"\b(is|it|this|that|one|thing|good|ok|made|meant|them|these|those|\w+s) 4(?= ?[?!.]|$)", "\\1 for"),
     (r"\bbatterys\b", "batteries"), (r"\bcuz\b", "because"),
     (r"\bcb\b", "combien"), (r"\bkoi\b", "quoi"), (r"\bqd\b", "quand"), (r"\bc(?= [a-z])", "c'est"),
     (r"\b(?:pk|pq)\b", "pourquoi"), (r"\bds\b", "dans"), (r"\bpr\b", "pour"), (r"\bxq\b", "porque"),
     (r"\bq\b(?= [a-z])", "que"), (r"\bxfa\b", "por favor"),
-    (r"\bno(?=\d)", "no "), (r"\bnr(?=\d)", "nr "), (r"\bw/", "with "), (r"\bthx\b", "thanks"),
+    (r"\bno(?=\d)", "no "), (r"\b(\d{1,2}(?:st|nd|rd|th)) 1\b", "\\1 one"), (r"\bprc\b", "price"),
+    (r"\bmch\b", "much"), (r"\bavail\b", "available"), (r"\bppl\b", "people"), (r"\bwht\b", "what"),
+    (r"\bexp\b", "expiry"), (r"\binduct\b", "induction"), (r"\bqty\b", "quantity"), (r"\bnr(?=\d)", "nr "),
+    (r"\bw/", "with "), (r"\bthx\b", "thanks"),
 ))
 """Chat spellings read as words: 'dis' -> 'this', 'b4' -> 'before', 'this 1' -> 'this one', 'no5' -> 'no 5'."""
 
@@ -392,7 +408,8 @@ _TARGETS: dict[str, tuple[str, ...]] = {
            "piezas", "sabor", "olor", "jugadores", "altura", "largo"),
     "de": ("preis", "kostet", "billiger", "teuer", "versand", "lieferung", "garantie", "akku", "farben", "grosse",
            "grossen", "zutaten", "kalorien", "ruckgabe", "rabatt", "marke", "material", "lager", "ausverkauft",
-           "wasserdicht", "vegan", "gewicht", "wiegt", "davor", "vorher", "teile", "geschmack", "spieler", "lange"),
+           "wasserdicht", "vegan", "gewicht", "wiegt", "davor", "vorher", "teile", "geschmack", "spieler", "lange",
+           "woraus"),
     "fr": ("prix", "combien", "coute", "moins", "cher", "livraison", "garantie", "batterie", "couleurs", "tailles",
            "ingredients", "calories", "retour", "remise", "marque", "matiere", "stock", "epuise", "etanche",
            "vegan", "poids", "precedent", "pieces", "saveur", "odeur", "joueurs", "hauteur", "longueur"),
@@ -511,8 +528,10 @@ class Reader:
                  for w in forms}
         alternatives = "|".join(sorted(map(re.escape, words), key=len, reverse=True))
         self._ordinal_words = words
+        shown = r"(?:showed|shown|held up|had|presented|did|brought out|put up|featured|mentioned)"
         self._ordinal = re.compile(
-            rf"\b(?:{_ARTICLES} ?)({alternatives})\b(?: {_PRODUCT_NOUNS}\b)?|\b({alternatives}) {_PRODUCT_NOUNS}\b")
+            rf"\b(?:{_ARTICLES} ?)({alternatives})\b(?: {_PRODUCT_NOUNS}\b)?|\b({alternatives}) {_PRODUCT_NOUNS}\b|"
+            rf"\b{shown}(?: us| tonight| today)? ({alternatives})\b")
         self._numbered = _NUMBERED if len(self.languages) > 1 else re.compile(
             r"\bthe (\d{1,2})(?:st|nd|rd|th) (?:item|one|product)\b|\bitem (\d{1,2})\b|#(\d{1,2})\b")
 
@@ -527,9 +546,15 @@ class Reader:
             lf = re.escape(fold(leaf)).replace(r"\ ", " ")
             lf = lf[:-1] + "s?" if lf.endswith("s") and not lf.endswith("ss") else lf + "s?"
             b = re.escape(brand) if brand else r"\b\B"
-            both = [m for pattern in (rf"(?<!\w){b}(?:'s)?(?:\s+\S+)?\s+{lf}(?!\w)",
-                                      rf"(?<!\w){lf}\s+(?:{_OF}\s+)?{b}(?!\w)")
+            gap = r"(?:[\s-]+(?!(?:or|o|ou|oder|vs|and|y|und|et|und)\b)[\w'&-]+){0,3}?[\s-]+"  # a few words, no "or"
+            tail = r"(?:-(?:teil|ding|sache|thing|stuff))?(?:\s+(?:makes|sells|macht|hace))?"
+            both = [m for pattern in (rf"(?<!\w){b}(?:'s)?{gap}{lf}{tail}(?!\w)",
+                                      rf"(?<!\w){b}(?:'s)?[\s-]+{lf}{tail}(?!\w)",
+                                      rf"(?<!\w){lf}{tail}[\s-]+(?:{_OF}\s+)?{b}{tail}(?!\w)")
                     for m in re.finditer(pattern, text)] if brand else []
+            if both:  # the shortest span per start: "the Voltix earbuds or the Sonaro headphones" names two
+                both = [min((m for m in both if m.start() == start), key=lambda m: m.end() - m.start())
+                        for start in sorted({m.start() for m in both})]
             if both:
                 refs += [(m.start(), m.end(), item.item_id) for m in both]
                 continue
@@ -550,7 +575,7 @@ class Reader:
         n_items = len(stream.item_ids)
         refs: list[tuple[int, int, str]] = []
         for m in self._ordinal.finditer(low):
-            n = self._ordinal_words[m.group(1) or m.group(2)]
+            n = self._ordinal_words[m.group(1) or m.group(2) or m.group(3)]
             if 1 <= n <= n_items:
                 refs.append((m.start(), m.end(), stream.item_ids[n - 1]))
         for m in self._numbered.finditer(low):
@@ -563,7 +588,8 @@ class Reader:
             index = _on_screen_index(stream, ts)
             if before and index is not None:
                 previous = index - 1 if stream.on_screen(ts) is not None else index
-                if previous >= 0 and all(before.end() <= s or before.start() >= e for s, e, _ in refs):
+                alone = not refs or bool(self._compare and self._compare.search(low))
+                if previous >= 0 and alone and all(before.end() <= s or before.start() >= e for s, e, _ in refs):
                     refs.append((before.start(), before.end(), stream.item_ids[previous]))
         kept: list[tuple[int, int, str]] = []
         for start, end, item_id in sorted(refs, key=lambda r: (r[0], r[0] - r[1])):  # longest first at a start
@@ -618,7 +644,10 @@ class Reader:
     def question_key(self, rest: str, original: str, item: Item) -> str | None:
         """The fact a question asks about, or None when it asks for something no fact sheet has."""
         has = set(item.attributes) | {"price", "stock"}
-        keys = self._rule_keys(rest)
+        clauses = [c for c in re.split(r"[,;:.!]\s+|\s+-\s+", rest.strip()) if c.strip()]
+        keys = self._rule_keys(clauses[-1]) if len(clauses) > 1 else None  # the question after a preamble
+        if keys is None:
+            keys = self._rule_keys(rest)
         if keys is not None:
             return next((k for k in keys if k in has), None)
         for key in _PROBE_POOLS:

@@ -37,7 +37,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from apps.livestream.phrasings import PhrasingPack, heldout_packs, train_packs
+from apps.livestream.phrasings import PhrasingPack, dev_packs, heldout_packs, train_packs
 
 # The vocabulary lives in apps.livestream.vocab; the `noqa: F401` names are re-exported for
 # apps.livestream.agent, which imports them from here.
@@ -98,6 +98,10 @@ from infra.recordio import RecordWriter
 STREAMS_FILE = "streams.jsonl"
 HELDOUT_DIR = "heldout"
 """``<world>/heldout/tasks.jsonl``: questions in wordings no training family uses (never trained on)."""
+DEV_DIR = "dev"
+"""``<world>/dev/tasks.jsonl``: questions worded by the development families (never trained on; the reader was
+improved against them)."""
+_SETS = {"train": ("questions", "q"), "dev": ("dev", "d"), "heldout": ("heldout", "h")}
 TASK_KINDS = ("question", "comparison", "unanswerable", "off_topic")
 SPECIAL_FACTS = ("price", "stock")
 """Fact names that refer to ``Item`` fields rather than to ``Item.attributes``."""
@@ -125,7 +129,8 @@ class LivestreamWorldConfig(BaseModel):
     )
     heldout_questions: int = Field(
         default=600, ge=0, description="Questions worded only by the held-out phrasing families "
-        "(apps/livestream/phrasings/heldout/), written to heldout/tasks.jsonl for evaluation. Default 600.",
+        "(apps/livestream/phrasings/heldout/), written to heldout/tasks.jsonl for evaluation, and as many worded "
+        "by the development families to dev/tasks.jsonl. Default 600.",
     )
     off_topic_fraction: float = Field(
         default=0.1, ge=0, le=1, description="Share of questions not about the products (chit-chat)."
@@ -749,15 +754,17 @@ def _kinds(rng: random.Random, config: LivestreamWorldConfig, n: int) -> list[st
 
 def _ask_questions(
     config: LivestreamWorldConfig, streams: list[Stream], products: dict[str, _Product],
-    pairs: list[tuple[int, int]], weights: list[float], heldout: bool = False,
+    pairs: list[tuple[int, int]], weights: list[float], which: str = "train",
 ) -> list[_Asked]:
     """All viewer questions in time order, with task ids ``ls-q-000001``… worded by the training families,
-    or (``heldout``) the held-out questions ``ls-h-000001``… worded by the held-out families only."""
-    rng = random.Random(f"livestream:{config.seed}:{'heldout' if heldout else 'questions'}")
-    packs = heldout_packs() if heldout else train_packs()
+    or the development (``which="dev"``, ``ls-d-…``) or held-out (``"heldout"``, ``ls-h-…``) questions worded by
+    those families only."""
+    name, prefix = _SETS[which]
+    rng = random.Random(f"livestream:{config.seed}:{name}")
+    packs = {"train": train_packs, "dev": dev_packs, "heldout": heldout_packs}[which]()
     if not packs:
         return []
-    kinds = _kinds(rng, config, config.heldout_questions if heldout else config.questions)
+    kinds = _kinds(rng, config, config.questions if which == "train" else config.heldout_questions)
     chosen = rng.choices(range(len(pairs)), cum_weights=list(itertools.accumulate(weights)), k=len(kinds))
     asked: list[_Asked] = []
     for kind, pair in zip(kinds, chosen, strict=True):
@@ -770,7 +777,7 @@ def _ask_questions(
         asked.append(_Asked(pair, stream, ts, draft))
     asked.sort(key=lambda a: a.stream.start_ts + a.ts)  # stable: ties keep generation order
     for number, a in enumerate(asked, start=1):
-        a.task_id = f"ls-{'h' if heldout else 'q'}-{number:06d}"
+        a.task_id = f"ls-{prefix}-{number:06d}"
     return asked
 
 
@@ -882,15 +889,20 @@ def generate_livestream_world(
     pairs, weights = _attendance(random.Random(f"livestream:{config.seed}:viewers"), config.viewers, len(streams))
     asked = _ask_questions(config, streams, products, pairs, weights)
     tasks = [_to_task(a) for a in asked]
-    heldout = [_to_task(a) for a in _ask_questions(config, streams, products, pairs, weights, heldout=True)]
-    for task in heldout:
-        task.meta.pop("session_id", None)  # held-out viewers' chats are not in the logs
+    heldout = [_to_task(a) for a in _ask_questions(config, streams, products, pairs, weights, "heldout")]
+    dev = [_to_task(a) for a in _ask_questions(config, streams, products, pairs, weights, "dev")]
+    for task in (*heldout, *dev):
+        task.meta.pop("session_id", None)  # held-out and dev viewers' chats are not in the logs
     sessions = _build_sessions(config, streams, pairs, asked)
+    for stale, records in ((HELDOUT_DIR, heldout), (DEV_DIR, dev)):  # a rerun without those packs leaves no old file
+        if not records:
+            (out / stale / TASKS_FILE).unlink(missing_ok=True)
     counts: dict[str, Any] = {
         "items": _write(out / CATALOG_FILE, Item, [p.item for p in products.values()], progress),
         "streams": _write(out / STREAMS_FILE, Stream, streams, progress),
         "tasks": _write(out / TASKS_FILE, Task, tasks, progress),
         "heldout_tasks": _write(out / HELDOUT_DIR / TASKS_FILE, Task, heldout, progress) if heldout else 0,
+        "dev_tasks": _write(out / DEV_DIR / TASKS_FILE, Task, dev, progress) if dev else 0,
         "sessions": _write(out / LOGS_FILE, Session, sessions, progress),
         "tasks_by_kind": {kind: sum(t.kind == kind for t in tasks) for kind in TASK_KINDS},
     }

@@ -663,6 +663,7 @@ def generate_travel_world(
     from apps.travel.phrasings import heldout_packs
 
     packs = heldout_packs()
+    (out / HELDOUT_DIR / TASKS_FILE).unlink(missing_ok=True)  # a rerun without held-out packs leaves no old file
     n_heldout = _write(out / HELDOUT_DIR / TASKS_FILE, make_tasks(config, pois, np.random.default_rng([config.seed, 4]),
                                                                    packs, config.heldout_requests), Task, tick) \
         if packs and config.heldout_requests else 0

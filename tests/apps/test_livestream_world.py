@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from apps.livestream.phrasings import heldout_packs, train_packs
+from apps.livestream.phrasings import dev_packs, heldout_packs, train_packs
 from apps.livestream.vocab import (
     BOOL_A,
     BOOL_Q,
@@ -264,7 +264,7 @@ def test_every_task_is_about_products_on_its_stream(world: World) -> None:
 
 
 def test_references_resolve_to_the_ground_truth_item(world: World) -> None:
-    packs = {p.family: p for p in (*train_packs(), *heldout_packs())}
+    packs = {p.family: p for p in (*train_packs(), *dev_packs(), *heldout_packs())}
     seen: set[str] = set()
     for task in world.tasks:
         if task.kind == "off_topic":
@@ -346,7 +346,7 @@ def test_progress_counts_every_record(tmp_path: Path) -> None:
     config = TINY.model_copy(update={"questions": 50, "streams": 2})
     counts = generate_livestream_world(config, tmp_path, calls.append)
     assert sum(calls) == counts["items"] + counts["streams"] + counts["tasks"] + counts["heldout_tasks"] + \
-        counts["sessions"]
+        counts["dev_tasks"] + counts["sessions"]
 
 
 def test_config_rejects_inconsistent_options() -> None:

@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 from apps.livestream.agent import livestream_app
-from apps.livestream.phrasings import PhrasingError, heldout_packs, load_pack, template_key, train_packs
+from apps.livestream.phrasings import PhrasingError, dev_packs, heldout_packs, load_pack, template_key, train_packs
 from apps.livestream.reader import Reader, fold, unslang
-from apps.livestream.world import HELDOUT_DIR, LivestreamWorldConfig, Stream, generate_livestream_world
+from apps.livestream.world import DEV_DIR, HELDOUT_DIR, LivestreamWorldConfig, Stream, generate_livestream_world
 from harness.agent import AppSpec, TurnContext
 from harness.budget import Budget
 from harness.catalog import Catalog, Item
@@ -153,23 +153,26 @@ def test_pack_json_errors_name_the_line(tmp_path: Path) -> None:
 
 
 def test_shipped_packs_load_and_held_out_wordings_are_not_trained_on() -> None:
-    train, held = train_packs(), heldout_packs()
-    assert {p.lang for p in train} >= {"en", "es", "de", "fr"} and {p.lang for p in held} >= {"en", "es", "de", "fr"}
+    train, held, dev = train_packs(), heldout_packs(), dev_packs()
+    assert {p.lang for p in train} >= {"en", "es", "de", "fr"} and {p.lang for p in dev} >= {"en", "es", "de", "fr"}
     trained = {template_key(t) for p in train for _, _, t in p.templates()}
-    assert not [t for p in held for _, _, t in p.templates() if template_key(t) in trained]
-    assert {p.family for p in train}.isdisjoint({p.family for p in held})
+    assert not [t for p in (*held, *dev) for _, _, t in p.templates() if template_key(t) in trained]
+    assert len({p.family for p in (*train, *held, *dev)}) == len(train) + len(held) + len(dev)
 
 
 def test_world_writes_held_out_questions_worded_only_by_held_out_families(tmp_path: Path) -> None:
     config = LivestreamWorldConfig(streams=6, questions=300, heldout_questions=120, viewers=40)
     counts = generate_livestream_world(config, tmp_path)
-    assert counts["heldout_tasks"] == 120
     read = lambda path: [Task.model_validate_json(line) for line in path.read_text().splitlines()]  # noqa: E731
-    train, held = read(tmp_path / TASKS_FILE), read(tmp_path / HELDOUT_DIR / TASKS_FILE)
-    held_families = {p.family for p in heldout_packs()}
-    assert {t.meta["family"] for t in held} <= held_families
-    assert not {t.meta["family"] for t in train} & held_families
+    train, dev = read(tmp_path / TASKS_FILE), read(tmp_path / DEV_DIR / TASKS_FILE)
+    held_families, dev_families = {p.family for p in heldout_packs()}, {p.family for p in dev_packs()}
+    assert counts["dev_tasks"] == 120 and {t.meta["family"] for t in dev} <= dev_families
+    assert not {t.meta["family"] for t in train} & (held_families | dev_families)
     assert len({t.meta["family"] for t in train}) >= 5
-    assert {t.task_id for t in train}.isdisjoint({t.task_id for t in held})
     logged = (tmp_path / "logs.jsonl").read_text()
-    assert not any(t.messages[0].content in logged for t in held)  # held-out questions are not in the logs
+    assert not any(t.messages[0].content in logged for t in dev)  # dev questions are not in the logs
+    if held_families:
+        held = read(tmp_path / HELDOUT_DIR / TASKS_FILE)
+        assert counts["heldout_tasks"] == 120 and {t.meta["family"] for t in held} <= held_families
+        assert {t.task_id for t in train}.isdisjoint({t.task_id for t in held})
+        assert not any(t.messages[0].content in logged for t in held)
