@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import random
 import statistics
 import sys
@@ -42,6 +41,7 @@ from apps.livestream.env import fact_mentioned, request_constraints, reward  # n
 from apps.livestream.phrasings import dev_packs, heldout_packs, train_packs  # noqa: E402
 from apps.livestream.reader import Reader  # noqa: E402
 from apps.livestream.world import DEV_DIR, HELDOUT_DIR, LivestreamWorldConfig, generate_livestream_world  # noqa: E402
+from bench.common import wilson  # noqa: E402
 from harness.agent import AppSpec, TurnContext  # noqa: E402
 from harness.budget import Budget  # noqa: E402
 from harness.session import SessionState  # noqa: E402
@@ -49,16 +49,6 @@ from harness.tasks import Task  # noqa: E402
 from infra.layout import TASKS_FILE  # noqa: E402
 
 METHODS = {"keyword": Reader(languages=("en",), relative=False), "reader": Reader()}
-
-
-def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
-    """Wilson score interval of a proportion k/n."""
-    if n == 0:
-        return 0.0, 0.0
-    p = k / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return max(0.0, centre - half), min(1.0, centre + half)
 
 
 def paired_ci(a: list[float], b: list[float], draws: int = 2000, seed: int = 0) -> tuple[float, float, float]:

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 import time
 from collections import defaultdict
@@ -33,21 +32,12 @@ from apps.travel.agent import fallback, travel_app  # noqa: E402
 from apps.travel.checker import Itinerary, check_itinerary  # noqa: E402
 from apps.travel.phrasings import dev_packs  # noqa: E402
 from apps.travel.world import HELDOUT_DIR, TravelWorldConfig, make_pois, make_tasks  # noqa: E402
+from bench.common import wilson  # noqa: E402
 from harness.agent import TurnContext  # noqa: E402
 from harness.budget import Budget  # noqa: E402
 from harness.session import SessionState  # noqa: E402
 from harness.tasks import Task  # noqa: E402
 from infra.layout import TASKS_FILE  # noqa: E402
-
-
-def wilson(k: float, n: int, z: float = 1.96) -> tuple[float, float]:
-    """Wilson score interval of a proportion k/n."""
-    if n == 0:
-        return 0.0, 0.0
-    p = k / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return max(0.0, centre - half), min(1.0, centre + half)
 
 
 def dev_tasks(world: Path, n: int) -> list[Task]:

@@ -46,6 +46,22 @@ class RecordError(ValueError):
         super().__init__(f"{where}: {reason}")
 
 
+def read_json_model(path: Path | str, model: type[M]) -> M:
+    """One JSON document validated as ``model``; :class:`RecordError` naming the file (and line of a JSON error)
+    and the fields that do not validate."""
+    path = Path(path)
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as e:
+        raise RecordError(path, e.lineno, f"not JSON ({e.msg})") from None
+    except OSError as e:
+        raise RecordError(path, None, e.strerror or str(e)) from None
+    try:
+        return model.model_validate(raw)
+    except ValidationError as e:
+        raise RecordError(path, None, format_validation_error(e)) from None
+
+
 @dataclass
 class ReadStats:
     """What a read saw: good records, bad (quarantined) records by reason, blank lines skipped."""

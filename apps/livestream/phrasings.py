@@ -48,14 +48,13 @@ type asked about, as the fact sheet writes it ("pink", "M", "shea butter", "Alex
 
 from __future__ import annotations
 
-import json
 import re
 import string
 from collections.abc import Iterable, Sequence
 from functools import cache
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from apps.livestream.vocab import (
     BOOL_Q,
@@ -73,6 +72,7 @@ from apps.livestream.vocab import (
     UNIQUE_LEAF_REFS,
     VALUE_Q,
 )
+from infra.recordio import RecordError, read_json_model
 
 HERE = Path(__file__).parent / "phrasings"
 TRAIN_DIR = HERE / "train"
@@ -213,16 +213,9 @@ def base_pack() -> PhrasingPack:
 def load_pack(path: Path) -> PhrasingPack:
     """One pack file; :class:`PhrasingError` naming the file (and line of a JSON error) and the field."""
     try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as e:
-        raise PhrasingError(f"{path}:{e.lineno}: not JSON ({e.msg})") from None
-    except OSError as e:
-        raise PhrasingError(f"{path}: {e.strerror}") from None
-    try:
-        return PhrasingPack.model_validate(raw)
-    except ValidationError as e:
-        where = "; ".join(f"{'.'.join(str(p) for p in err['loc']) or 'pack'}: {err['msg']}" for err in e.errors()[:5])
-        raise PhrasingError(f"{path}: {where}") from None
+        return read_json_model(path, PhrasingPack)
+    except RecordError as e:
+        raise PhrasingError(str(e)) from None
 
 
 def load_packs(paths: Sequence[Path]) -> list[PhrasingPack]:

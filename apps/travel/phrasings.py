@@ -34,12 +34,13 @@ is an error.
 
 from __future__ import annotations
 
-import json
 import string
 from functools import cache
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from infra.recordio import RecordError, read_json_model
 
 HERE = Path(__file__).parent / "phrasings"
 HELDOUT_DIR = HERE / "heldout"
@@ -125,15 +126,11 @@ class TravelPack(BaseModel):
 
 
 def load_pack(path: Path) -> TravelPack:
+    """One pack file; :class:`TravelPhrasingError` naming the file (and line of a JSON error) and the field."""
     try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as e:
-        raise TravelPhrasingError(f"{path}:{e.lineno}: not JSON ({e.msg})") from None
-    try:
-        return TravelPack.model_validate(raw)
-    except ValidationError as e:
-        where = "; ".join(f"{'.'.join(str(p) for p in err['loc']) or 'pack'}: {err['msg']}" for err in e.errors()[:5])
-        raise TravelPhrasingError(f"{path}: {where}") from None
+        return read_json_model(path, TravelPack)
+    except RecordError as e:
+        raise TravelPhrasingError(str(e)) from None
 
 
 def _packs(directory: Path) -> tuple[TravelPack, ...]:

@@ -6,11 +6,12 @@ import json
 from pathlib import Path
 
 import pytest
+from pydantic import BaseModel
 
 from data_curation.records import Event, Session, Turn
 from harness.catalog import Catalog, Item
 from harness.tasks import Message, Target, Task
-from infra.recordio import RecordError, RecordReader, read_records, write_records
+from infra.recordio import RecordError, RecordReader, read_json_model, read_records, write_records
 
 
 def _session() -> Session:
@@ -233,3 +234,23 @@ def test_content_free_quarantine_drops_quoted_values(tmp_path: Path) -> None:
     assert len(list(RecordReader(path, Item, skip_bad=True, quarantine=q, quarantine_content=False))) == 1
     text = q.read_text()
     assert "555-0100" not in text and "field 'price'" in text
+
+
+def test_read_json_model_names_file_line_and_field(tmp_path: Path) -> None:
+    class Pack(BaseModel):
+        family: str
+        size: int
+
+    good = tmp_path / "good.json"
+    good.write_text('{"family": "a", "size": 3}', encoding="utf-8")
+    assert read_json_model(good, Pack) == Pack(family="a", size=3)
+    broken = tmp_path / "broken.json"
+    broken.write_text('{"family": "a",\n "size": }', encoding="utf-8")
+    with pytest.raises(RecordError, match=r"broken\.json:2: not JSON"):
+        read_json_model(broken, Pack)
+    wrong = tmp_path / "wrong.json"
+    wrong.write_text('{"family": "a", "size": "three"}', encoding="utf-8")
+    with pytest.raises(RecordError, match=r"wrong\.json: field 'size'"):
+        read_json_model(wrong, Pack)
+    with pytest.raises(RecordError, match=r"missing\.json"):
+        read_json_model(tmp_path / "missing.json", Pack)

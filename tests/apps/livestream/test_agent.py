@@ -14,39 +14,16 @@ import pytest
 
 from apps.livestream.agent import DEFAULT_BUDGET_MS, fallback, livestream_app
 from apps.livestream.env import request_constraints, reward, simulated_user
-from apps.livestream.world import LivestreamWorldConfig, Stream, generate_livestream_world
+from apps.livestream.world import LivestreamWorldConfig, generate_livestream_world
 from harness.agent import AgentLoop, AppSpec, Final, ModelAccess, TurnContext
 from harness.budget import Budget
-from harness.catalog import Catalog, Item
 from harness.protocol import ToolCall, ToolResult, render_call
 from harness.session import SessionState
 from harness.tasks import Message, Task
 from infra.engines.base import Completion, GenerationRequest
 from infra.recordio import read_records
 
-EARBUDS, HEADPHONES, SERUM = "lv-a", "lv-b", "lv-c"
-
-
-@pytest.fixture
-def app() -> AppSpec:
-    """One stream: earbuds on screen 60–300 s, headphones 310–600 s, a sold-out serum 610–900 s."""
-    items = [
-        Item(item_id=EARBUDS, title="Voltix Pro Earbuds", category_path=["Electronics", "Audio", "Earbuds"],
-             attributes={"brand": "Voltix", "shipping_days": 3, "discount_percent": 20, "colours": ["black", "white"],
-                         "waterproof": False, "battery_hours": 30, "warranty_months": 12},
-             price=49.99, stock=12),
-        Item(item_id=HEADPHONES, title="Sonaro Max Headphones", category_path=["Electronics", "Audio", "Headphones"],
-             attributes={"brand": "Sonaro", "discount_percent": 10, "colours": ["black", "silver"],
-                         "battery_hours": 40, "waterproof": True},
-             price=89.99, stock=3),
-        Item(item_id=SERUM, title="GlowLab Serum 30ml", category_path=["Beauty", "Skincare", "Serum"],
-             attributes={"brand": "GlowLab", "vegan": True, "ingredients": ["water", "glycerin", "niacinamide"],
-                         "discount_percent": 15},
-             price=19.99, stock=0),
-    ]
-    stream = Stream(stream_id="stream-t", host="Mia", title="Mia's audio live", start_ts=0, duration_s=1000,
-                    item_ids=[EARBUDS, HEADPHONES, SERUM], windows=[(60, 300), (310, 600), (610, 900)])
-    return livestream_app(catalog=Catalog(items), streams=[stream])
+EARBUDS, HEADPHONES, SERUM = "lv-a", "lv-b", "lv-c"  # the items of conftest.py's app
 
 
 def _ctx(app: AppSpec, question: str = "", **constraints: Any) -> TurnContext:
