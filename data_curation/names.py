@@ -42,8 +42,8 @@ def _words(text: str) -> frozenset[str]:
 
 # A letter of any script, with the combining vowel signs of Indic and South-East Asian scripts and the
 # points of Arabic and Hebrew ("प्रिया", "สมศรี"), which ``\w`` leaves out.
-_LET = r"(?:[^\W\d_]|[\u0591-\u05c7\u064b-\u065f\u0900-\u0963\u0970-\u0dff\u0e00-\u0e7f\u1000-\u109f])"
-_TOKEN = re.compile(rf"{_LET}+(?:['’\-]{_LET}+)*")
+_LET = r"(?:[^\W\d_]|(?![^\W\d\s])[\u0591-\u05c7\u064b-\u065f\u0900-\u0963\u0970-\u0dff\u0e00-\u0e7f\u1000-\u109f])"
+_TOKEN = re.compile(rf"{_LET}++(?:['’\-]{_LET}++)*")
 _PARTICLES = frozenset({"van", "von", "de", "da", "di", "del", "della", "der", "den", "du", "la", "le", "bin",
                         "ibn", "al", "el", "dos", "das", "ter", "ten", "y", "i", "binti", "bint", "dela", "delos",
                         "ben", "bat", "ould", "ap", "mac", "st"})
@@ -140,7 +140,7 @@ _LOWER_CUE = re.compile(r"(?:\bfor|\bto|\bfrom|\bwith|\bmom|\bmum|\bdad|\bson|\b
 # A name closing a message: after a sentence end, a dash or nothing at all (the whole message).
 _SIGN_OFF = re.compile(r"(?:^|[.!?\n]\s+|\s[-—–~]\s*|^[-—–~]\s*|(?i:\b(?:love|thanks|thx|cheers|regards|best|xoxo|xx|bye|"
                        r"ciao|merci|danke|gracias|obrigad[oa]|grazie|tack|dziękuję|спасибо),?\s+))"
-                       rf"(?P<n>{_LET}+(?:['’\-]{_LET}+)*(?: {_LET}+(?:['’\-]{_LET}+)*){{0,2}})\s*[.!❤️🙏😊🙂✨💕♥]*\s*$")
+                       rf"(?P<n>{_LET}++(?:['’\-]{_LET}++)*(?: {_LET}++(?:['’\-]{_LET}++)*){{0,2}})\s*[.!❤️🙏😊🙂✨💕♥]*\s*$")
 # A name before an honorific or a copula, in scripts without spaces: "田中さくら です", "김민지입니다".
 _CJK_HONORIFIC = re.compile(r"(?<![\u4e00-\u9fff\u3040-\u30ff])([\u4e00-\u9fff]{1,3}[\u3040-\u30ff]{0,4}|[\u30a0-\u30ff]{2,8}"
                             r"|[\u3041-\u3093]{2,4}(?=ちゃん|さん|くん|様|さま))"
@@ -163,7 +163,7 @@ _ANY_SCRIPT_CUE = re.compile(
 _CJK_NAME = re.compile(r"[\u4e00-\u9fff]{2,3}(?=[^\u4e00-\u9fff]|$)|[\u30a0-\u30ff]+(?:[ 　・][\u30a0-\u30ff]+)?"
                        r"|[\u3040-\u309f]{2,4}(?=ちゃん|さん|くん|様|さま)|[\uac00-\ud7af]{2,4}(?=[이가은는님씨]|\s|$)"
                        r"|[\u0e00-\u0e7f]+(?: [\u0e00-\u0e7f]+)?(?= |\d|$)")
-_CUED_WORDS = re.compile(rf"{_LET}+(?:['’\-.]{_LET}+)*(?: {_LET}+(?:['’\-.]{_LET}+)*){{0,3}}")
+_CUED_WORDS = re.compile(rf"{_LET}++(?:['’\-.]{_LET}++)*(?: {_LET}++(?:['’\-.]{_LET}++)*){{0,3}}")
 _NO_SPACES = re.compile(r"[\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff\u3040-\u30ff\u3400-\u9fff\uf900-\ufaff]")
 _INITIALS = re.compile(r"(?<![\w.])(?:[A-Z]\.\s?){1,3}(?:(?:de|van|von|da|di|le|la|del|der|den|ten|ter|dos|du)\s+){0,2}"
                        r"(?P<s>[A-Z][^\W\d_]+(?:['’\-][^\W\d_]+)*)")
