@@ -526,7 +526,8 @@ class Scrubber:
 
     def scrub_turns(self, texts: Sequence[str]) -> list[tuple[str, list[Detection]]]:
         """Scrub one speaker's consecutive messages: a number split across two of them ("card is 4916 3388" /
-        "1205 7726") is found from both halves together."""
+        "1205 7726") is found from both halves together, a value after a cue that closed the message before
+        ("my passport number is" / "X1234567") from the cue, and a name found in one message in the others."""
         out = [self.scrub(t) for t in texts]
         extra: dict[int, list[Detection]] = {}
         for i in range(len(texts) - 1):
@@ -547,6 +548,13 @@ class Scrubber:
                 extra.setdefault(i, []).append(Detection(local.start(), local.start() + len(local.group().rstrip()), "EMAIL"))
                 lead = len(domain.group()) - len(domain.group().lstrip())
                 extra.setdefault(i + 1, []).append(Detection(lead, domain.end(), "EMAIL"))
+        for i in range(len(texts) - 1):  # "my passport number is" / "X1234567": a cue closes one message
+            cue = _TRAILING_CUE.search(texts[i])
+            if cue is not None and texts[i + 1].strip():
+                prefix = texts[i][cue.start() :].rstrip() + " "
+                for d in self.detect(prefix + texts[i + 1]):
+                    if d.start >= len(prefix):
+                        extra.setdefault(i + 1, []).append(Detection(d.start - len(prefix), d.end - len(prefix), d.type))
         seen = {texts[i][d.start : d.end] for i, (_, dets) in enumerate(out) for d in dets if d.type == "NAME"}
         if seen:  # "it was bought by Sky" / "Sky Montgomery-Wells, 07700 …": a name found once is a name elsewhere
             for i, text in enumerate(texts):
@@ -583,6 +591,17 @@ def _render(text: str, found: Sequence[Detection]) -> str:
     return "".join(parts)
 
 
+# A cue that ends a message, its value in the next one.
+_TRAILING_CUE = re.compile(
+    r"(?i)\b(?:ssn|social security(?: number| no\.?)?|passport(?: number| no\.?)?|national id(?: number)?|"
+    r"id (?:number|no\.?)|tax (?:id|number|code)|dni|nie|nif|cpf|bsn|pesel|aadhaar|personnummer|nino|"
+    r"national insurance(?: number)?|codice fiscale|cédula|cedula|curp|rut|nric|emirates id|kimlik(?: no)?|"
+    r"order(?: number| no\.?| id| #)?|tracking(?: number| no\.?| code)?|invoice(?: number| no\.?)?|"
+    r"booking (?:ref(?:erence)?|number|code)|confirmation(?: number| code)?|reference(?: number)?|"
+    r"iban|account(?: number)?|card(?: number)?|e-?mail(?: address)?|my name(?:'s| is)?|(?:full )?name|"
+    r"recipient|address|ship(?: it)? to|deliver(?: it)? to|send(?: it)? to|phone(?: number)?|mobile(?: number)?|"
+    r"my number)\s*(?:is|:|#|-|=)?\s*$"
+)
 _TAIL_DIGITS = re.compile(r"(?P<d>(?:\+\s?)?\d{2,6}(?:[ .-]\d{1,6})*)\s*[.!?…]*\s*$")
 _HEAD_DIGITS = re.compile(r"^\s*(?:[^\W\d]+[.!,]?\s+){0,2}(?P<d>\d{1,6}(?:[ .-]\d{1,6})*)(?![\w])")
 _PHONE_FRAGMENT_CUE = re.compile(r"(?i)\b(?:call|phone|tel|mobile|cell|number|número|numero|nummer|whatsapp|text|ring|"

@@ -126,6 +126,17 @@ def test_a_name_found_in_one_message_is_a_name_in_the_others(scrubber: Scrubber)
     assert out == ["it's from <NAME>", "<NAME>, <ADDRESS>", "hope it fits"]  # same case only
 
 
+@pytest.mark.parametrize(("turns", "expected"), [
+    (["my passport number is", "X4471902, expires 2031"], ["my passport number is", "<NATIONAL_ID>, expires 2031"]),
+    (["tracking no.", "RR-88104-55, still nothing"], ["tracking no.", "<ORDER_ID>, still nothing"]),
+    (["full name:", "Oluwaseun Adebayo-Hart"], ["full name:", "<NAME>"]),
+    (["my email is", "can you resend the receipt?"], ["my email is", "can you resend the receipt?"]),
+])
+def test_a_cue_closing_one_message_finds_the_value_in_the_next(scrubber: Scrubber, turns: list[str],
+                                                               expected: list[str]) -> None:
+    assert [text for text, _ in scrubber.scrub_turns(turns)] == expected
+
+
 @pytest.mark.parametrize(("kind", "good", "bad"), [
     ("cn", "440304198807151230", "440304198807151231"),
     ("nordic", "730320-3942", "731320-3942"),  # Swedish (Luhn) / Danish (a date)
