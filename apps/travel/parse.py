@@ -118,9 +118,13 @@ def _cued_window(text: str) -> tuple[int, int] | None:
 
 
 def weekday(text: str) -> str | None:
-    """The first weekday named in ``text`` ("mon" ... "sun"), or None."""
-    m = _DAY.search(text)
-    return _DAYS[m.group(1).lower()] if m else None
+    """The first weekday named in ``text`` ("mon" ... "sun"), or None; a three-letter form only capitalised ("Sun",
+    not "once the sun goes down")."""
+    for m in _DAY.finditer(text):
+        word = m.group(1)
+        if len(word) > 5 or word[0].isupper() or m.group(0).endswith("."):
+            return _DAYS[word.lower()]
+    return None
 
 
 _NOT = re.compile(r"\b(?:no|not|never|without|don'?t|won'?t|can'?t|avoid|hate|instead of|rather than|"
@@ -191,7 +195,7 @@ _MAX_CUE = re.compile(r"(?:<=|≤|=<)\s*" + _N +
                       r"\s+)?(?:tops|max(?:imum)?\b|at (?:the )?(?:very )?most|or (?:fewer|less))", re.I)
 _COUNT = re.compile(r"\b" + _N + r"\s+(?:(?!" + _MONEY + r")\w+\s+)?" + _STOP + r"\b", re.I)
 _MUST = re.compile(
-    r"\b(?:must|definitely|have to|has to|need(?:s)? to|needs?|required?|requirement|don'?t want to miss|include|"
+    r"\b(?:must|definitely|have to|has to|need(?:s)? to|required?|requirement|don'?t want to miss|include|"
     r"(?:can'?t|cannot|won'?t|shouldn'?t) (?:miss|skip|leave out)|non[- ]?negotiable|essential|priority|"
     r"top of (?:the|my|our) list|for sure|no matter what|absolutely|mandatory|insist|a must|got to|gotta|important|"
     r"make sure|must[- ](?:see|do|have)|bucket list|really want|not leaving without|without fail|require[sd]?|"
@@ -216,14 +220,16 @@ def stop_counts(text: str) -> tuple[int, int] | None:
         if kind == "both":
             return numbers[0], numbers[0]
         return min(numbers), max(numbers)
+    def first_count(pattern: re.Pattern[str]) -> int | None:  # "18+" is an age, not a count of stops
+        counts = (_number(next(g for g in m.groups() if g is not None)) for m in pattern.finditer(text))
+        return next((n for n in counts if n <= 12), None)
+
     near_stop = re.search(r"\b" + _STOP + r"\b", text, re.I) is not None
-    low = _MIN_CUE.search(text) if near_stop else None
-    high = _MAX_CUE.search(text) if near_stop else None
-    if low or high:
-        lo = _number(next(g for g in low.groups() if g is not None)) if low else 1
-        hi = _number(next(g for g in high.groups() if g is not None)) if high else max(lo, 8)
-        if max(lo, hi) > 12:
-            return None
+    low = first_count(_MIN_CUE) if near_stop else None
+    high = first_count(_MAX_CUE) if near_stop else None
+    if low is not None or high is not None:
+        lo = low if low is not None else 1
+        hi = high if high is not None else max(lo, 8)
         return min(lo, hi), max(lo, hi)
     m = _COUNT.search(text)
     if m is not None:
@@ -234,7 +240,7 @@ def stop_counts(text: str) -> tuple[int, int] | None:
 _SYNONYMS = {
     "food": ("eat", "meal", "lunch", "dinner", "restaurant", "bite", "food", "dining"),
     "cafe": ("coffee", "café", "espresso"),
-    "nightlife": ("night spot", "nightlife", "drinks", "night out", "clubbing", "going out"),
+    "nightlife": ("night spot", "nightlife", "night life", "drinks", "night out", "clubbing", "going out"),
     "culture": ("cultural", "culture"), "nature": ("outdoors", "nature", "natural", "greenery", "green space"),
     "shopping": ("shop", "shopping", "retail"), "museum": ("museum", "exhibition", "exhibit"),
     "gallery": ("gallery", "galleries", "art"), "temple": ("temple", "shrine", "pagoda"),
@@ -246,7 +252,8 @@ _SYNONYMS = {
                     "tasting menu", "gourmet"),
     "seafood": ("seafood", "sea food", "fish", "oysters", "prawns", "shellfish"),
     "park": ("park",), "garden": ("garden", "gardens", "botanical"),
-    "viewpoint": ("viewpoint", "view point", "lookout", "look-out", "overlook", "observation deck", "panorama point"),
+    "viewpoint": ("viewpoint", "view point", "lookout", "look-out", "overlook", "observation deck", "panorama point",
+                  "panorama", "panoramic"),
     "beach": ("beach", "seaside", "the sea", "sand"), "market": ("market", "bazaar", "flea market"),
     "mall": ("mall", "shopping centre", "shopping center"), "boutique": ("boutique", "boutiques", "little shops"),
     "bar": ("bar", "pub", "cocktail", "cocktails"), "jazz_club": ("jazz",),
@@ -283,6 +290,10 @@ _START_LODGING = re.compile(r"\b(?:stay(?:ing)?|staying in|we'?re at|we are at|b
                             r"hotel it is|accommodat\w*|lodging|sleep(?:ing)? (?:at|in)|booked (?:at|in)|leave from|"
                             r"leaving from|from|"
                             r"check(?:ed)? in(?:to| at)?|currently at|tonight at)\b[^.;]{0,25}$", re.I)
+_START_AFTER = re.compile(r"\W{0,3}(?:so )?(?:that'?s|that is|which is|it'?s) (?:our|where we) "
+                          r"(?:start|starting point|base|head out|leave)|\W{0,3}where we'?re staying|"
+                          r"\W{0,3}where we are staying|"
+                          r"\W{0,3}\(?(?:our )?current (?:accommodation|hotel|lodging)", re.I)
 _END_AFTER = re.compile(r"\W{0,3}(?:\(?\s*(?:our |the )?new (?:accommodation|hotel|lodging|place)|"
                         r"for the (?:second )?night|that night|(?:is )?(?:our )?next (?:hotel|stop|place)|"
                         r"where we (?:sleep|stay|end))", re.I)
@@ -293,7 +304,8 @@ _END_CUE = re.compile(r"\b(?:move to|moving to|moving over to|switch(?:ing)? to|
                      r"end of (?:the )?day(?: must be| is)? (?:at|in)|we go (?:in|to)|"
                      r"(?:go|move|head)(?:ing)? (?:on )?to|final destination:?|endpoint:?|end point:?|"
                      r"chang(?:e|ing)(?: hotels?)? to|swap(?:ping)? to|drop (?:us|me) (?:off )?at|end(?: point)?:|"
-                     r"finish:|last stop:?|final stop:?|afterwards|tonight (?:we )?(?:sleep|stay) (?:at|in)|"
+                     r"finish:|last stop(?: has to be| must be| is| should be| will be)?:?|final stop:?|afterwards|"
+                     r"tonight (?:we )?(?:sleep|stay) (?:at|in)|"
                      r"(?:sleep|stay)(?:ing)? (?:at|in) .{0,10}(?:that|the) night|second (?:hotel|night)(?: at| is)?:?|"
                      r"end(?:ing)?(?: the day)? (?:at|in)|finish(?:ing)? at|sleep at|"
                       r"check(?:ing)? in(?:to| at)?|back at|over to)\s*(?:the\s+)?$", re.I)
@@ -302,13 +314,14 @@ _BUDGET = re.compile(r"(?<![\w.])(?:" + _MONEY + r"\s*(\d+(?:[.,]\d+)?)|(\d+(?:[
 _LEVEL = re.compile(r"(?<![\w$])(\${1,4})(?![\w$])|"
                     r"\b(?:price )?(?:level|lvl|tier|category)\s*(?:of\s*|<=\s*|≤\s*|max\s*)?(\d)\b|"
                     r"\b(\d)\s*(?:of|/|out of)\s*4\b", re.I)
-_AVOID = re.compile(r"\b(?:avoid|no|not(?! (?:required|essential|necessary|needed|mandatory|a must|compulsory|"
-                    r"obligatory|important|more|less|later|earlier|over|under|above|below))|without|skip|hate|"
+_AVOID = re.compile(r"\b(?:avoid|no|not(?! (?:a requirement|a must|required|essential|necessary|needed|mandatory|"
+                    r"compulsory|obligatory|important|more|less|later|earlier|over|under|above|below))|without|skip|hate|"
                     r"don'?t (?:like|want|need)|dislike|steer clear|"
                     r"keep (?:us )?(?:away|off)|stay away|none|nothing|never|can'?t stand|not into|rather not|spare us|"
                     r"away from|far from|free of|allergic to|please no|minus|exclude|excluding|except|zero|"
                     r"(?:do|does|did)n'?t|dont|doesnt|can'?t (?:go|take|bring|do)|off[- ]limits|out of the question|"
-                    r"ban|banned|forbidden|last thing|exclusions?|exclude[ds]?|unwanted|not wanted|no-go|"
+                    r"ban|banned|forbidden|last thing|rule out|ruled out|exclusions?|exclude[ds]?|unwanted|"
+                    r"not wanted|no-go|"
                     r"deal ?breakers?|restrictions?|avoidances?|undesired|unacceptable|not acceptable)\b|-free\b",
                     re.I)
 _WANT = re.compile(r"\b(?:(?<!n't )(?<!not )(?<!dont )wants?|ideally|would love|we'?d love|love|bonus|prefer|"
@@ -385,7 +398,7 @@ def text_constraints(text: str, pois: Mapping[str, Poi]) -> dict[str, Any]:
         after = {p: text[_at(text, pois[p].name) + len(pois[p].name):][:40] for p in named}
         ends = [p for p in named if _END_CUE.search(before[p]) or _END_AFTER.match(after[p])]
         starts = [p for p in named if p not in ends]
-        cued = [p for p in starts if _START_LODGING.search(before[p])]
+        cued = [p for p in starts if _START_LODGING.search(before[p]) or _START_AFTER.match(after[p])]
         if not ends and len(starts) == 2 and len(cued) == 1:  # one named as where we stay: the other is the end
             ends = [p for p in starts if p not in cued]
             starts = cued

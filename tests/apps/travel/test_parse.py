@@ -93,6 +93,9 @@ def test_text_constraints_read_start_end_budget_level_and_avoidances() -> None:
     ("Strictly exclude high-footfall locations. Would love photo spots.", {"avoid_tags": ["crowded"]}),
     ("we'd rather not do 18+ bars, but we love late-night food", {"avoid_tags": ["adults-only"]}),
     ("It is non-negotiable that we hit a food stall.", {"must_categories": ["street_food"]}),
+    ("something fun once the sun goes down, Wed works", {"day": "wed"}),  # "sun" is not Sunday, "Wed" is
+    ("No 18+ places. We need at least 2 stops, but no more than 4.", {"min_stops": 2, "max_stops": 4}),
+    ("Preference, not a requirement: places open late.", {"avoid_tags": None}),
 ])
 def test_text_constraints_read_outside_wordings(text: str, expected: dict[str, Any]) -> None:
     got = text_constraints(text, POIS)
@@ -104,4 +107,7 @@ def test_start_and_end_lodging_from_cues_before_or_after_the_name() -> None:
                            "accommodation) by 21:00.", POIS)
     assert (got["start_poi"], got["end_poi"]) == ("h3", "h1")
     got = text_constraints("We sleep in Olive Hostel. We don't return, we go in Harbour Inn before 9pm.", POIS)
+    assert (got["start_poi"], got["end_poi"]) == ("h3", "h1")
+    got = text_constraints("Our last stop has to be Harbour Inn by 17:00. We're booked into Olive Hostel, so "
+                           "that's our starting point.", POIS)
     assert (got["start_poi"], got["end_poi"]) == ("h3", "h1")
