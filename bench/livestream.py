@@ -9,8 +9,8 @@ a first outside author's families, which the reader was then improved against) a
 (``heldout/tasks.jsonl``: a second outside author's families, which nobody tuned on). Methods,
 each answering from the fact sheet without a model, as served under budget:
 
-- ``keyword``: the reader with English keywords only and no relative references (what the app had before
-  the multilingual reader: the baseline a user gets today);
+- ``keyword``: the reader with English keywords only, no relative references, reading the text as typed
+  (``Reader(languages=("en",), relative=False, plain=True)``: the scope of the app's keyword fallback before);
 - ``reader``: the app's fallback (apps/livestream/reader.py: multilingual cues, relative references, brand
   or noun names, typo-tolerant matching).
 
@@ -48,7 +48,7 @@ from harness.session import SessionState  # noqa: E402
 from harness.tasks import Task  # noqa: E402
 from infra.layout import TASKS_FILE  # noqa: E402
 
-METHODS = {"keyword": Reader(languages=("en",), relative=False), "reader": Reader()}
+METHODS = {"keyword": Reader(languages=("en",), relative=False, plain=True), "reader": Reader()}
 
 
 def paired_ci(a: list[float], b: list[float], draws: int = 2000, seed: int = 0) -> tuple[float, float, float]:

@@ -22,7 +22,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from apps.livestream.reader import fallback, warm_up
+from apps.livestream.reader import fallback, streams_of, warm_up
 from apps.livestream.world import (
     SPECIAL_FACTS,
     STREAMS_FILE,
@@ -68,17 +68,12 @@ class LivestreamResources:
     streams: dict[str, Stream]
 
 
-def _streams(ctx: TurnContext) -> dict[str, Stream]:
-    res = ctx.resources
-    return res.streams if isinstance(res, LivestreamResources) else {}
-
-
 def _stream(ctx: TurnContext, stream_id: str | None) -> Stream | None:
     """The stream named by the call or the request; ToolError for an unknown id."""
     sid = stream_id or ctx.constraints.get("stream_id")
     if not sid:
         return None
-    stream = _streams(ctx).get(str(sid))
+    stream = streams_of(ctx).get(str(sid))
     if stream is None:
         raise ToolError(f"unknown stream_id {sid!r}")
     return stream

@@ -17,7 +17,7 @@ whose answers the SFT data holds. A question is read in three steps:
 3. **The answer**, rendered from the fact sheet (:mod:`apps.livestream.vocab`'s answer templates): it
    cites exactly the facts it states, so it invents nothing.
 
-``Reader(languages=("en",), relative=False)`` is the English-keyword reader the app had before (the
+``Reader(languages=("en",), relative=False, plain=True)`` is the English-keyword reader the app had before (the
 baseline of ``bench/livestream.py``).
 """
 
@@ -57,7 +57,6 @@ from apps.livestream.world import (
 )
 from harness.agent import Final, TurnContext
 from harness.catalog import AttributeValue, Catalog, Item
-from harness.protocol import ToolError
 
 LANGUAGES = ("en", "es", "de", "fr")
 
@@ -480,7 +479,8 @@ def _number(text: str) -> int | None:
     return int(numbers[-1]) if numbers else None
 
 
-def _streams(ctx: TurnContext) -> dict[str, Stream]:
+def streams_of(ctx: TurnContext) -> dict[str, Stream]:
+    """The app's streams by id (its resources' ``streams``; {} for resources without them)."""
     streams = getattr(ctx.resources, "streams", None)
     return streams if isinstance(streams, dict) else {}
 
@@ -489,6 +489,31 @@ def _on_screen_index(stream: Stream, ts: float) -> int | None:
     """Index of the product on screen at ``ts``, or of the last one shown before it (between products)."""
     shown = [k for k, (start, _) in enumerate(stream.windows) if start <= ts]
     return shown[-1] if shown else None
+
+
+_GAP = r"(?:[\s-]+(?!(?:or|o|ou|oder|vs|and|y|und|et)\b)[\w'&-]+){0,3}?[\s-]+"
+"""A few words between a product's brand and its noun, but not a word that joins two products ("or", "und")."""
+_TAIL = r"(?:-(?:teil|ding|sache|thing|stuff))?(?:\s+(?:makes|sells|macht|hace))?"
+
+
+@functools.lru_cache(maxsize=4096)
+def _name_patterns(brand: str, leaf: str, plain: bool
+                   ) -> tuple[tuple[re.Pattern[str], ...], re.Pattern[str] | None, re.Pattern[str]]:
+    """Compiled once per product: ``(brand and noun together, brand alone, noun alone)`` (brand folded, noun as
+    shown; plain: brand right before the noun, noun exactly)."""
+    lf = re.escape(fold(leaf)).replace(r"\ ", " ")
+    lf = lf[:-1] + "s?" if lf.endswith("s") and not lf.endswith("ss") else lf + "s?"
+    leaf_only = re.compile(rf"(?<!\w){re.escape(leaf)}(?!\w)" if plain else rf"(?<!\w){lf}(?!\w)")
+    if not brand:
+        return (), None, leaf_only
+    b = re.escape(brand)
+    if plain:
+        return (re.compile(rf"(?<!\w){b}(?:'s)?(?:\s+\S+)?\s+{re.escape(leaf)}(?!\w)"),
+                re.compile(rf"(?<!\w){re.escape(leaf)}\s+(?:from|by)\s+{b}(?!\w)")), None, leaf_only
+    named = (re.compile(rf"(?<!\w){b}(?:'s)?{_GAP}{lf}{_TAIL}(?!\w)"),
+             re.compile(rf"(?<!\w){b}(?:'s)?[\s-]+{lf}{_TAIL}(?!\w)"),
+             re.compile(rf"(?<!\w){lf}{_TAIL}[\s-]+(?:{_OF}\s+)?{b}{_TAIL}(?!\w)"))
+    return named, re.compile(rf"(?<!\w){b}(?!\w)"), leaf_only
 
 
 @dataclass(frozen=True)
@@ -504,21 +529,21 @@ class Reading:
 
 class Reader:
     """Reads viewer questions in ``languages`` (a subset of en, es, de, fr); ``relative`` resolves "the one
-    before this"."""
+    before this"; ``plain`` reads the text as typed (lower case only: no accent folding, chat spellings, typo
+    repair, brand-only or loosely spaced names, or numbered references beyond "#3" / "item 3" / "the 3rd one")."""
 
-    def __init__(self, languages: Sequence[str] = LANGUAGES, relative: bool = True) -> None:
+    def __init__(self, languages: Sequence[str] = LANGUAGES, relative: bool = True, plain: bool = False) -> None:
         unknown = [lang for lang in languages if lang not in LANGUAGES]
         if unknown or not languages:
             raise ValueError(f"languages {list(languages)}: choose from {', '.join(LANGUAGES)}")
-        self.languages, self.relative = tuple(languages), relative
+        self.languages, self.relative, self.plain = tuple(languages), relative, plain
 
         def join(patterns: dict[str, str]) -> re.Pattern[str] | None:
             parts = [patterns[lang] for lang in self.languages if lang in patterns]
             return re.compile("|".join(f"(?:{p})" for p in parts)) if parts else None
 
         self._cues = [(keys, p) for keys, pats in _CUES if (p := join(pats)) is not None]
-        self._targets = frozenset(w for lang in self.languages for w in _TARGETS[lang]) if len(self.languages) > 1 \
-            else frozenset()
+        self._targets = frozenset() if plain else frozenset(w for lang in self.languages for w in _TARGETS[lang])
         self._how_much = join(_HOW_MUCH[1])
         self._off_topic = join(_OFF_TOPIC)
         self._previous = join(_PREVIOUS) if relative else None
@@ -532,7 +557,7 @@ class Reader:
         self._ordinal = re.compile(
             rf"\b(?:{_ARTICLES} ?)({alternatives})\b(?: {_PRODUCT_NOUNS}\b)?|\b({alternatives}) {_PRODUCT_NOUNS}\b|"
             rf"\b{shown}(?: us| tonight| today)? ({alternatives})\b")
-        self._numbered = _NUMBERED if len(self.languages) > 1 else re.compile(
+        self._numbered = _NUMBERED if not plain else re.compile(
             r"\bthe (\d{1,2})(?:st|nd|rd|th) (?:item|one|product)\b|\bitem (\d{1,2})\b|#(\d{1,2})\b")
 
     # -------------------------------------------------------------------------------------- products
@@ -543,33 +568,24 @@ class Reader:
         brands = [fold(str(i.attributes.get("brand", ""))) for i in items]
         refs: list[tuple[int, int, str]] = []
         for item, leaf, brand in zip(items, leaves, brands, strict=True):
-            lf = re.escape(fold(leaf)).replace(r"\ ", " ")
-            lf = lf[:-1] + "s?" if lf.endswith("s") and not lf.endswith("ss") else lf + "s?"
-            b = re.escape(brand) if brand else r"\b\B"
-            gap = r"(?:[\s-]+(?!(?:or|o|ou|oder|vs|and|y|und|et|und)\b)[\w'&-]+){0,3}?[\s-]+"  # a few words, no "or"
-            tail = r"(?:-(?:teil|ding|sache|thing|stuff))?(?:\s+(?:makes|sells|macht|hace))?"
-            both = [m for pattern in (rf"(?<!\w){b}(?:'s)?{gap}{lf}{tail}(?!\w)",
-                                      rf"(?<!\w){b}(?:'s)?[\s-]+{lf}{tail}(?!\w)",
-                                      rf"(?<!\w){lf}{tail}[\s-]+(?:{_OF}\s+)?{b}{tail}(?!\w)")
-                    for m in re.finditer(pattern, text)] if brand else []
+            named, brand_only, leaf_only = _name_patterns(brand, leaf, self.plain)
+            both = [m for pattern in named for m in pattern.finditer(text)]
             if both:  # the shortest span per start: "the Voltix earbuds or the Sonaro headphones" names two
                 both = [min((m for m in both if m.start() == start), key=lambda m: m.end() - m.start())
                         for start in sorted({m.start() for m in both})]
-            if both:
                 refs += [(m.start(), m.end(), item.item_id) for m in both]
                 continue
-            if brand and self.languages != ("en",) and (brands.count(brand) == 1 or item.item_id == here):
-                refs += [(m.start(), m.end(), item.item_id) for m in re.finditer(rf"(?<!\w){b}(?!\w)", text)]
+            if brand_only is not None and (brands.count(brand) == 1 or item.item_id == here):
+                refs += [(m.start(), m.end(), item.item_id) for m in brand_only.finditer(text)]
             if leaves.count(leaf) == 1 or item.item_id == here:
-                pattern = rf"(?<!\w){lf}(?!\w)" if self.languages != ("en",) else rf"(?<!\w){re.escape(leaf)}(?!\w)"
-                refs += [(m.start(), m.end(), item.item_id) for m in re.finditer(pattern, text)]
+                refs += [(m.start(), m.end(), item.item_id) for m in leaf_only.finditer(text)]
         return refs
 
     def referenced_items(self, text: str, stream: Stream | None, catalog: Catalog, here: str | None = None,
                          ts: float | None = None) -> tuple[list[str], str]:
         """Products a question names, in order (ordinals, names, "the one before this"), and the (folded)
         question with those references blanked out (so 'Golden Hour' is not read as 'hours')."""
-        low = unslang(fold(text)) if self.languages != ("en",) else text.lower()
+        low = text.lower() if self.plain else unslang(fold(text))
         if stream is None:
             return [], low
         n_items = len(stream.item_ids)
@@ -700,7 +716,7 @@ class Reader:
     @staticmethod
     def _stream(ctx: TurnContext) -> Stream | None:
         sid = ctx.constraints.get("stream_id")
-        return _streams(ctx).get(str(sid)) if sid else None
+        return streams_of(ctx).get(str(sid)) if sid else None
 
     @staticmethod
     def _here(ctx: TurnContext, stream: Stream | None) -> str | None:
@@ -781,7 +797,4 @@ def warm_up() -> None:
 
 def fallback(ctx: TurnContext, reason: str) -> Final:
     """The livestream fallback: :data:`READER` answers."""
-    try:
-        return READER.answer(ctx, reason)
-    except ToolError:
-        return Final(reply=_OFF_TOPIC_REPLY, data={"cited_facts": []})
+    return READER.answer(ctx, reason)

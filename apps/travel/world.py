@@ -45,6 +45,7 @@ from apps.travel.checker import (
     plan_greedy,
     travel_time_minutes,
 )
+from apps.travel.phrasings import TravelPack, heldout_packs
 from apps.worlds import Progress, finish_world, no_progress
 from data_curation.records import Event, Session, Turn
 from harness.catalog import Item
@@ -376,7 +377,7 @@ class _Planner:
     hotels: list[str]
     config: TravelWorldConfig
     kinds: list[str] = field(default_factory=lambda: list(_KINDS))
-    packs: tuple[Any, ...] = ()
+    packs: tuple[TravelPack, ...] = ()
     """Held-out phrasing packs (:mod:`apps.travel.phrasings`): when given, each request is worded by one of them."""
 
     def task(self, i: int, rng: np.random.Generator) -> Task:
@@ -408,7 +409,7 @@ class _Planner:
         raise RuntimeError(f"could not draw a solvable {kind!r} request in 10 tries (is the city too small?)")
 
 
-def make_tasks(config: TravelWorldConfig, pois: list[Poi], rng: np.random.Generator, packs: tuple[Any, ...] = (),
+def make_tasks(config: TravelWorldConfig, pois: list[Poi], rng: np.random.Generator, packs: tuple[TravelPack, ...] = (),
                n: int | None = None) -> Iterator[Task]:
     """``n`` (default ``config.requests``) solvable planning requests, one at a time; worded by ``packs`` (the
     held-out phrasing packs) when given, else by the world's templates."""
@@ -508,7 +509,7 @@ def _request_text(
 
 def _pack_text(
     rng: np.random.Generator, kind: str, c: PlanConstraints, pois: dict[str, Poi], config: TravelWorldConfig,
-    pack: Any,
+    pack: TravelPack,
 ) -> str:
     """One user message stating every constraint in ``c``, worded by a held-out phrasing pack."""
     assert c.start_poi is not None and c.end_poi is not None
@@ -660,8 +661,6 @@ def generate_travel_world(
                      Task, tick)
     sessions = make_sessions(config, tasks, pois, np.random.default_rng([config.seed, 3]))
     n_sessions = _write(out / LOGS_FILE, sessions, Session, tick)
-    from apps.travel.phrasings import heldout_packs
-
     packs = heldout_packs()
     (out / HELDOUT_DIR / TASKS_FILE).unlink(missing_ok=True)  # a rerun without held-out packs leaves no old file
     n_heldout = _write(out / HELDOUT_DIR / TASKS_FILE, make_tasks(config, pois, np.random.default_rng([config.seed, 4]),

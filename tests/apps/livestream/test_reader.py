@@ -86,7 +86,7 @@ def test_reader_says_not_sure_instead_of_a_wrong_fact(app: AppSpec, question: st
 
 
 def test_english_only_reader_is_the_baseline(app: AppSpec) -> None:
-    keyword = Reader(languages=("en",), relative=False)
+    keyword = Reader(languages=("en",), relative=False, plain=True)
     assert _answer(app, "cuánto cuesta esto?", 400, keyword)[1] == []
     assert _answer(app, "the one before this, is it waterproof?", 400, keyword)[1] == [f"{HEADPHONES}.waterproof"]
     with pytest.raises(ValueError, match="choose from"):
@@ -146,8 +146,7 @@ def test_world_writes_held_out_questions_worded_only_by_held_out_families(tmp_pa
     assert len({t.meta["family"] for t in train}) >= 5
     logged = (tmp_path / "logs.jsonl").read_text()
     assert not any(t.messages[0].content in logged for t in dev)  # dev questions are not in the logs
-    if held_families:
-        held = read(tmp_path / HELDOUT_DIR / TASKS_FILE)
-        assert counts["heldout_tasks"] == 120 and {t.meta["family"] for t in held} <= held_families
-        assert {t.task_id for t in train}.isdisjoint({t.task_id for t in held})
-        assert not any(t.messages[0].content in logged for t in held)
+    held = read(tmp_path / HELDOUT_DIR / TASKS_FILE)
+    assert counts["heldout_tasks"] == 120 and {t.meta["family"] for t in held} <= held_families
+    assert {t.task_id for t in train}.isdisjoint({t.task_id for t in held})
+    assert not any(t.messages[0].content in logged for t in held)
