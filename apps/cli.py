@@ -433,7 +433,6 @@ def train_cascade_cmd(
     workers: Annotated[int | None, typer.Option(help="Environment workers.")] = None,
 ) -> None:
     """Seed SFT -> probe -> select -> SFT-2 (RFT) -> RL, then seed vs final on held-out tasks. Resumable."""
-    from apps.rl import env_factory, harness_evaluator
     from eval.run import EvalConfig
     from infra.cluster import ClusterError
     from training.cascade import STAGES, Cascade, CascadeConfig, CascadeError, quick_profile
@@ -446,6 +445,44 @@ def train_cascade_cmd(
     if bad:
         raise UsageError(f"--stage {bad[0]}: expected one of {', '.join(STAGES)}")
     stages = [s for s in STAGES if s in set(stage)] if stage else list(STAGES)
+    eval_cfg = EvalConfig(workers=4, threads=1, max_new_tokens=64)
+    if cfg.apps:
+        from apps.mixture import MixtureSetupError, mixture_inputs
+
+        try:
+            # travel's plans are long calls: the report's replay lets the model write as much as the probe does
+            longer = eval_cfg.model_copy(update={"max_new_tokens": max(64, cfg.rollout.max_new_tokens)})
+            mix = mixture_inputs(cfg, longer)
+        except MixtureSetupError as err:
+            raise UsageError(f"{config}: {err}") from err
+        for note in mix.notes:
+            console.print(f"[yellow]note[/yellow]: {note}", highlight=False)
+        tasks, heldout, envs, sid, evaluator, sft = (mix.tasks, mix.heldout, mix.env_factory, mix.sid_factory,
+                                                     mix.evaluator, mix.sft)
+    else:
+        tasks, heldout, envs, sid, evaluator, sft = _one_app_inputs(cfg, config, eval_cfg)
+    columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    try:
+        with Progress(*columns, console=console, disable=not console.is_terminal) as bar:
+            bars: dict[str, Any] = {}
+
+            def progress(what: str, n: int, total: int | None) -> None:
+                if what not in bars:
+                    bars[what] = bar.add_task(what, total=total)
+                bar.update(bars[what], advance=n, total=total)
+
+            cascade = Cascade(cfg, tasks, heldout, envs, sid, evaluator, progress, sft=sft)
+            report = cascade.run(stages)
+    except (CascadeError, RLError, ClusterError, SFTError) as err:
+        raise UsageError(str(err)) from err
+    if report:
+        _print_cascade(report, cfg.out)
+
+
+def _one_app_inputs(cfg: Any, config: Path, eval_cfg: Any) -> tuple[Any, ...]:
+    """A one-app cascade's tasks, held-out tasks, environment, SID retrieval, evaluator and SFT source."""
+    from apps.rl import env_factory, harness_evaluator
+
     kit = _kit(cfg.app)
     _check_dirs(world=cfg.world)
     tasks = _app_tasks(cfg.tasks, cfg.app)
@@ -458,26 +495,10 @@ def train_cascade_cmd(
                       "training tasks; the report leaves them out", highlight=False)
     if not heldout:
         raise UsageError("every held-out task is also a training task: nothing to report on")
-    evaluator = harness_evaluator(kit, cfg.world, EvalConfig(workers=4, threads=1, max_new_tokens=64))
+    evaluator = harness_evaluator(kit, cfg.world, eval_cfg)
     if kit.sft is None:
         raise UsageError(f"{config}: the {kit.name} app has no SFT data of its own yet (the seed SFT needs it)")
-    columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    try:
-        with Progress(*columns, console=console, disable=not console.is_terminal) as bar:
-            bars: dict[str, Any] = {}
-
-            def progress(what: str, n: int, total: int | None) -> None:
-                if what not in bars:
-                    bars[what] = bar.add_task(what, total=total)
-                bar.update(bars[what], advance=n, total=total)
-
-            cascade = Cascade(cfg, tasks, heldout, env_factory(kit, cfg.world), kit.sid, evaluator, progress,
-                              sft=kit.sft)
-            report = cascade.run(stages)
-    except (CascadeError, RLError, ClusterError, SFTError) as err:
-        raise UsageError(str(err)) from err
-    if report:
-        _print_cascade(report, cfg.out)
+    return tasks, heldout, env_factory(kit, cfg.world), kit.sid, evaluator, kit.sft
 
 
 def _print_cascade(report: dict[str, Any], out: Path) -> None:
@@ -487,6 +508,11 @@ def _print_cascade(report: dict[str, Any], out: Path) -> None:
     for name, m in report["agents"].items():
         table.add_row(name, *(f"{m.get(k, 0.0):.3f}" for k in ("success", "recall@10", "hit@10", "reward")))
     out_console.print(table)
+    for name, m in report["agents"].items():  # a multi-app cascade: each app's share of the held-out tasks
+        per_app = sorted({k.split("/")[0] for k in m if "/" in k})
+        if per_app:
+            out_console.print(f"{name}: " + "; ".join(f"{a} success {m[f'{a}/success']:.3f} reward "
+                                                      f"{m[f'{a}/reward']:.3f}" for a in per_app), highlight=False)
     for pair, cells in (report.get("paired") or {}).items():
         parts = [f"{m} {c['delta']:+.3f} [{c['lo']:+.3f}, {c['hi']:+.3f}]{'*' if c['excludes_zero'] else ''}"
                  for m, c in cells.items() if c.get("delta") is not None]

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import apps as app_table
-from apps.serve import ServeSetupError, load_app, sid_builder, trained_world
+from apps.serve import ServeSetupError, load_app, sid_builder, trained_worlds
 from eval.paired import read_per_task
 from eval.report import compare_reports, load_run, write_compare
 from eval.run import EvalConfig, Ranker, run_evaluation
@@ -93,8 +93,11 @@ def find_worlds(logs: Path, apps: Sequence[str], worlds: Sequence[Path] = (), ag
     for w in explicit:
         if not (w / CATALOG_FILE).is_file():
             raise EvalSetupError(f"--world {w}: no {CATALOG_FILE} (is this a world directory?)")
-    trained = trained_world(agent_dir) if agent_dir is not None else None
-    candidates = [*explicit, root, root.parent, *([trained] if trained is not None else [])]
+    try:
+        trained = trained_worlds(agent_dir) if agent_dir is not None else []
+    except ServeSetupError as e:
+        raise EvalSetupError(str(e)) from e
+    candidates = [*explicit, root, root.parent, *trained]
     found: dict[str, Path] = {}
     for app in apps:
         fits = [c for c in candidates if (c / CATALOG_FILE).is_file() and _app_of(c) == app]

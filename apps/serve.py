@@ -3,8 +3,9 @@
     sidekick serve runs/demo/sft/final --world runs/demo/world --port 8000
 
 Each world directory names its app in ``manifest.json`` (``"app"``; a curated directory inherits it
-from its tasks), and becomes that app's catalog and resources. Without ``--world`` the world the
-agent was trained on (its manifest's ``config.world``) is used. Without an agent directory the server
+from its tasks), and becomes that app's catalog and resources. Without ``--world`` the worlds the
+agent was trained on are used: every app a multi-app cascade recorded in its ``apps.json``, else its
+manifest's ``config.world``. Without an agent directory the server
 answers from each app's fallback only (every reply ``degraded``, reason ``no_model``): a frontend can
 be built against the API before any model is trained.
 """
@@ -28,6 +29,7 @@ from harness.env import AppEnv
 from infra.layout import CATALOG_FILE
 from serving.model import load_model, reload_weights
 from serving.server import AgentServer, ServeConfig
+from training.mixture import MixtureError, read_apps
 from training.rl.lending import JoinSpec
 from training.rl.workers import EnvWorker
 
@@ -54,6 +56,19 @@ def trained_world(agent_dir: Path) -> Path | None:
     return Path(world) if isinstance(world, str) and (Path(world) / CATALOG_FILE).is_file() else None
 
 
+def trained_worlds(agent_dir: Path) -> list[Path]:
+    """The worlds the agent was trained on: those of every app it records (``apps.json``, written by a multi-app
+    cascade; the ones still there), else its manifest's world (:func:`trained_world`), else none."""
+    try:
+        recorded = read_apps(Path(agent_dir))
+    except MixtureError as e:
+        raise ServeSetupError(str(e)) from e
+    if recorded:
+        return [w for w in recorded.values() if (w / CATALOG_FILE).is_file()]
+    found = trained_world(agent_dir)
+    return [found] if found is not None else []
+
+
 def load_apps(worlds: Sequence[Path]) -> dict[str, AppEnv]:
     """One app per world directory; two worlds of the same app are an error."""
     envs: dict[str, AppEnv] = {}
@@ -74,10 +89,10 @@ def build_server(agent_dir: Path | None, worlds: Sequence[Path], config: ServeCo
     config = config or ServeConfig()
     worlds = list(worlds)
     if not worlds and agent_dir is not None:
-        found = trained_world(agent_dir)
-        if found is None:
-            raise ServeSetupError(f"{agent_dir}: no world recorded in its manifest; pass --world DIR")
-        worlds = [found]
+        worlds = trained_worlds(agent_dir)
+        if not worlds:
+            raise ServeSetupError(f"{agent_dir}: no world recorded in its apps.json or manifest (or gone); pass "
+                                  "--world DIR")
     if not worlds:
         raise ServeSetupError("nothing to serve: pass an agent directory and/or --world DIR")
     envs = load_apps(worlds)

@@ -14,6 +14,7 @@ names it as its ``sft``:
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -22,8 +23,8 @@ from typing import Any
 from harness.agent import Final, TurnContext
 from harness.budget import Budget
 from harness.catalog import Item
-from harness.env import AppEnv
-from harness.protocol import ToolCall, ToolResult, assistant_message
+from harness.env import AppEnv, Episode
+from harness.protocol import ToolCall, ToolResult, assistant_message, render_call
 from harness.session import SessionState
 from harness.tasks import Task
 from infra.layout import TASKS_FILE
@@ -34,6 +35,15 @@ from training.sft_data import ChatExample, SftData, SftDataError, TrajectorySpec
 
 TEACHER_PREFIX = "teacher_"
 """Kind prefix of the examples: ``teacher_<task kind>``."""
+
+
+def fallback_call_teacher(as_call: Callable[[Final], ToolCall], episode: Episode, model: Any) -> str:
+    """The app's fallback as the cascade's teacher (``AppEnv.teacher``): its answer to the episode's request,
+    written as the model writes the app's final call (``as_call``, e.g. ``respond``), the same answer
+    :class:`FallbackSft` trains on. Bind ``as_call`` with ``functools.partial``."""
+    final = episode.env.spec.fallback(dataclasses.replace(episode.context(), model=None), "teacher")
+    call = as_call(final)
+    return render_call(call.name, call.arguments)
 
 
 class FallbackSft:

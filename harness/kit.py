@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.agent import SidResources
-from harness.env import AppEnv
+from harness.env import AppEnv, RewardFn
 from harness.tasks import Task
 
 SidFn = Callable[[AppEnv, Any], "SidResources | None"]
@@ -38,7 +38,10 @@ class AppKit:
       over one that has only the catalog, e.g. a curated copy);
     - ``configs``: the app's default config files by name (``sft``, ``rl``, ``cascade``, ``curate``, ...);
     - ``form_request(task)``: what a form frontend sends for a task (its constraints as fields) where the app
-      has such a frontend, in place of ``env``'s request (the text a chat frontend sends); None = no form.
+      has such a frontend, in place of ``env``'s request (the text a chat frontend sends); None = no form;
+    - ``reward_weights(weights)``: the app's reward with its parts weighted by a config's ``{name: weight}``
+      (checked at once: a ValueError names an unknown or bad weight), as a function of the env it scores in
+      (``-> (env -> RewardFn)``); None = the reward has no weights to set. :meth:`weighted_env` applies it.
     """
 
     name: str
@@ -49,6 +52,16 @@ class AppKit:
     world_files: tuple[str, ...] = ()
     configs: Mapping[str, Path] = field(default_factory=dict)
     form_request: Callable[[Task], dict[str, Any]] | None = None
+    reward_weights: Callable[[Mapping[str, float]], Callable[[AppEnv], RewardFn]] | None = None
+
+    def weighted_reward(self, weights: Mapping[str, float]) -> Callable[[AppEnv], RewardFn] | None:
+        """The reward builder for ``weights`` (None for no weights: the app's own reward); a ValueError says
+        what is wrong with them, or that the app's reward takes none."""
+        if not weights:
+            return None
+        if self.reward_weights is None:
+            raise ValueError(f"the {self.name} app's reward has no weights to set (got {', '.join(weights)})")
+        return self.reward_weights(weights)
 
     def task_problem(self, task: Task) -> str | None:
         """Why ``task`` cannot be run with this app (another app's task, no ground truth), or None."""

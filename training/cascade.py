@@ -45,10 +45,11 @@ from harness.tasks import Task
 from infra.manifest import write_manifest
 from infra.memory import release_memory, rss_bytes
 from infra.recordio import format_validation_error
+from training.mixture import interleave, mix_by_weight
 from training.rl.controller import RLConfig, train_rl
 from training.rl.pool import EnvWorkerPool
 from training.rl.rollout import EpisodeJob, RolloutSettings
-from training.rl.trainer import TrainerSettings
+from training.rl.trainer import OPENING, TrainerSettings
 from training.rl.trajectory import Trajectory
 from training.rl.workers import EnvFactory, SidFactory, TrainWorker
 from training.sft import SFTConfig, SftSource, train_sft
@@ -136,21 +137,54 @@ class CascadeRL(BaseModel):
     trainer: TrainerSettings = Field(default_factory=TrainerSettings)
 
 
+class MixtureApp(BaseModel):
+    """One app of a multi-app cascade (``apps:``): where its tasks and world are, and its weights."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    app: str = Field(description="A name in the app table.")
+    world: Path = Field(description="The world its environment runs over (catalog and the app's own files).")
+    tasks: Path = Field(description="Its training tasks: a tasks.jsonl or a directory holding one.")
+    heldout: list[Path] = Field(min_length=1, description="Its held-out tasks for the report (tasks.jsonl files or "
+                                "directories holding one).")
+    weight: float = Field(gt=0, description="Its share of the tasks: the warm-up's and the probe's (the mixture's "
+                          "tasks interleaved by weight, then the first max_tasks), RL's draws (the low set resampled "
+                          "to the weights) and the report's held-out tasks. Relative: 2, 1, 1 = half, a quarter each.")
+    sft_weight: float | None = Field(None, ge=0, description="Its share of the seed SFT's examples (mixed by "
+                                     "weight); None (default) = weight; 0 = none of its examples (its texts still "
+                                     "train the tiny tokenizer, and the warm-up teaches its served format).")
+    reward: dict[str, float] = Field(default_factory=dict, description="Weights of its reward's parts by name (the "
+                                     "names its kit's reward_weights takes); {} (default) = the app's defaults. An "
+                                     "app whose reward has no weights takes none.")
+
+    @property
+    def sft_share(self) -> float:
+        return self.weight if self.sft_weight is None else self.sft_weight
+
+
 class CascadeConfig(BaseModel):
-    """One YAML for the whole cascade (``apps/shopping/cascade.yaml``); ``quick`` holds the ``--quick`` profile's
-    overrides, merged over the rest before validation."""
+    """One YAML for the whole cascade (``apps/shopping/cascade.yaml``; ``apps/cascade.yaml`` for several apps);
+    ``quick`` holds the ``--quick`` profile's overrides, merged over the rest before validation.
+
+    One app: ``app``, ``world``, ``tasks`` and ``heldout``. Several (one agent serving all of them): ``apps``, a
+    list of :class:`MixtureApp`, and none of those four."""
 
     model_config = ConfigDict(extra="forbid")
 
     out: Path = Field(description="Cascade directory: one sub-directory per stage, final/, report.json.")
-    world: Path = Field(description="World the environment runs over (its catalog).")
-    tasks: Path = Field(description="Training tasks to probe: a tasks.jsonl or a directory holding one.")
-    heldout: list[Path] = Field(description="Held-out tasks for the report: tasks.jsonl files or directories "
-                                            "holding one (e.g. the curated test and val splits).", min_length=1)
-    app: str = Field(description="The app (a name in the app table) whose environment, reward and SFT data are used.")
+    world: Path | None = Field(None, description="One app: the world the environment runs over (its catalog).")
+    tasks: Path | None = Field(None, description="One app: training tasks to probe, a tasks.jsonl or a directory "
+                               "holding one.")
+    heldout: list[Path] | None = Field(None, description="One app: held-out tasks for the report, tasks.jsonl files "
+                                       "or directories holding one (e.g. the curated test and val splits).")
+    app: str | None = Field(None, description="One app: the app (a name in the app table) whose environment, reward "
+                            "and SFT data are used.")
+    apps: list[MixtureApp] | None = Field(None, description="Several apps, one agent: each app's world, tasks, "
+                                          "held-out tasks and weights (MixtureApp); None (default) = one app.")
     workers: int = Field(2, ge=1, description="Environment workers (Ray actors) for probe, RFT and RL.")
     seed: int = 0
-    seed_sft: dict[str, Any] = Field(description="SFTConfig of the seed SFT (its out is set to OUT/seed_sft/sft).")
+    seed_sft: dict[str, Any] = Field(description="SFTConfig of the seed SFT (its out is set to OUT/seed_sft/sft; "
+                                     "with apps, world and tasks are each app's own and may be left out).")
     warmup: WarmupSettings = Field(default_factory=WarmupSettings)
     probe: ProbeSettings = Field(default_factory=ProbeSettings)
     select: SelectSettings = Field(default_factory=SelectSettings)
@@ -162,13 +196,51 @@ class CascadeConfig(BaseModel):
 
     @model_validator(mode="after")
     def _sections_validate(self) -> CascadeConfig:
-        """The seed SFT and RL sections are whole configs of their own: check them now, not stages later."""
+        """One app or several, not both; the seed SFT and RL sections are whole configs of their own: check them
+        now, not stages later."""
+        single = {"app": self.app, "world": self.world, "tasks": self.tasks, "heldout": self.heldout}
+        if self.apps is None:
+            missing = [k for k, v in single.items() if v is None]
+            if missing:
+                raise ValueError(f"{missing[0]}: required (or list several apps under apps)")
+            if not self.heldout:
+                raise ValueError("heldout: at least one tasks file or directory")
+        else:
+            given = [k for k, v in single.items() if v is not None]
+            if given:
+                raise ValueError(f"{given[0]}: with apps, each app names its own app, world, tasks and heldout; "
+                                 f"remove the top-level {given[0]}")
+            if not self.apps:
+                raise ValueError("apps: at least one app")
+            names = [a.app for a in self.apps]
+            twice = [n for n in names if names.count(n) > 1]
+            if twice:
+                raise ValueError(f"apps: {twice[0]!r} is listed twice")
+            if not any(a.sft_share > 0 for a in self.apps):
+                raise ValueError("apps: every sft_weight is 0; at least one app must give the seed SFT examples")
+            if self.rl.lenders:
+                raise ValueError("rl.lenders: a lending replica runs one app; a multi-app cascade cannot use lenders")
         for section, check in (("seed_sft", self.sft_config), ("rl", lambda: self.rl_config(Path("agent")))):
             try:
                 check()
             except ValidationError as err:
                 raise ValueError(f"section {section}: {format_validation_error(err)}") from None
         return self
+
+    @property
+    def label(self) -> str:
+        """The app, or the mixture's apps joined by '+' (for messages)."""
+        return "+".join(a.app for a in self.apps) if self.apps else str(self.app)
+
+    @property
+    def heldout_paths(self) -> list[Path]:
+        """Every held-out tasks path (each app's, in order, with apps)."""
+        return [h for a in self.apps for h in a.heldout] if self.apps else list(self.heldout or [])
+
+    @property
+    def weights(self) -> dict[str, float]:
+        """App -> task weight ({app: 1} for one app)."""
+        return {a.app: a.weight for a in self.apps} if self.apps else {str(self.app): 1.0}
 
     def rl_config(self, agent: Path) -> RLConfig:
         """The RL stage's RLConfig, starting from ``agent``."""
@@ -183,9 +255,11 @@ class CascadeConfig(BaseModel):
         return self.out / stage
 
     def sft_config(self, spec: TrajectorySpec | None = None) -> SFTConfig:
-        """The seed SFT's config; ``spec`` (the app's system prompt and tools) also shapes the tiny tokenizer."""
-        return SFTConfig.model_validate({**self.seed_sft, "out": self.stage_dir("seed_sft") / "sft", "resume": True,
-                                         "trajectory_spec": spec})
+        """The seed SFT's config; ``spec`` (the app's system prompt and tools) also shapes the tiny tokenizer. With
+        apps, a world and tasks left out are the first app's (each app's examples are built from its own)."""
+        first = {"world": self.apps[0].world, "tasks": self.apps[0].tasks} if self.apps else {}
+        return SFTConfig.model_validate({**first, **self.seed_sft, "out": self.stage_dir("seed_sft") / "sft",
+                                         "resume": True, "trajectory_spec": spec})
 
 
 def quick_profile(data: dict[str, Any]) -> dict[str, Any]:
@@ -206,7 +280,7 @@ class Cascade:
                  sid_factory: SidFactory | None, evaluator: Evaluator, progress: Progress | None = None, *,
                  sft: SftSource) -> None:
         if not tasks:
-            raise CascadeError(f"{cfg.tasks}: no {cfg.app} tasks to train on")
+            raise CascadeError(f"{cfg.tasks or 'apps'}: no {cfg.label} tasks to train on")
         self.cfg, self.tasks, self.heldout = cfg, list(tasks), list(heldout)
         self.env_factory, self.sid_factory, self.evaluator = env_factory, sid_factory, evaluator
         self.progress = progress or (lambda what, n, total: None)
@@ -227,11 +301,13 @@ class Cascade:
         c = self.cfg
         table: dict[str, dict[str, Any]] = {
                 "seed_sft": {"sft": c.seed_sft, "warmup": c.warmup.model_dump(), "tasks": str(c.tasks),
-                             "data": [_data_digest(Path(c.seed_sft.get(k, ""))) for k in ("world", "sid")]},
+                             "data": [_data_digest(Path(c.seed_sft.get(k, ""))) for k in ("world", "sid")],
+                             **({"apps": [a.model_dump(mode="json") for a in c.apps],
+                                 "worlds": [_data_digest(a.world) for a in c.apps]} if c.apps else {})},
                 "probe": {"probe": c.probe.model_dump(), "rollout": c.rollout.model_dump()},
                 "select": c.select.model_dump(), "sft2": c.sft2.model_dump(),
                 "rl": c.rl.model_dump(mode="json"),
-                "report": {"report": c.report.model_dump(), "heldout": [str(p) for p in c.heldout]}}
+                "report": {"report": c.report.model_dump(), "heldout": [str(p) for p in c.heldout_paths]}}
         return table[stage]
 
     def _upstream(self, stage: Stage) -> str | None:
@@ -365,14 +441,30 @@ class Cascade:
         self._manifest("sft2", r.model_dump(), {"high_tasks": len(high), "own_passing": own, "kept": len(data),
                                                "steps": steps}, [self._agent("seed_sft")])
 
-    def stage_rl(self) -> None:
+    def rl_tasks(self) -> list[Task]:
+        """RL's tasks: the low set (else the high set); with apps, resampled to the apps' weights among the apps
+        it holds (:func:`training.mixture.mix_by_weight`: RL draws tasks uniformly from this list)."""
         low = self._subset("low") or self._subset("high")
+        if not self.cfg.apps:
+            return low
+        by_app: dict[str, list[Task]] = defaultdict(list)
+        for t in low:
+            by_app[t.app].append(t)
+        weights = {k: w for k, w in self.cfg.weights.items() if by_app.get(k)}
+        mixed = mix_by_weight(by_app, weights, self.cfg.seed)
+        return [t for k in weights for t in mixed[k]]
+
+    def stage_rl(self) -> None:
+        low = self.rl_tasks()
         rl = self.cfg.rl
         cfg = self.cfg.rl_config(self._agent("sft2"))
         result = train_rl(cfg, low, self.env_factory, self.sid_factory, resume=True,
                           progress=lambda s: self.progress("rl", 1, rl.steps))
+        by_app: dict[str, int] = defaultdict(int)
+        for t in low:
+            by_app[t.app] += 1
         self._manifest("rl", rl.model_dump(mode="json"), {
-            "tasks": len(low), "steps": result.steps,
+            "tasks": len(low), "tasks_by_app": dict(by_app), "steps": result.steps,
             "reward_first": result.history[0].collected_reward if result.history else None,
             "reward_last": result.history[-1].collected_reward if result.history else None}, [self._agent("sft2")])
 
@@ -412,8 +504,8 @@ class Cascade:
         out = self.cfg.stage_dir("report")
         tasks = self.heldout[:self.cfg.report.max_tasks]
         if not tasks:
-            where = ", ".join(map(str, self.cfg.heldout))
-            raise CascadeError(f"{where}: no held-out {self.cfg.app} tasks to report on")
+            where = ", ".join(map(str, self.cfg.heldout_paths))
+            raise CascadeError(f"{where}: no held-out {self.cfg.label} tasks to report on")
         final = self.cfg.out / "final"
         shutil.rmtree(final, ignore_errors=True)
         shutil.copytree(self.cfg.stage_dir("rl") / "final", final)
@@ -421,7 +513,7 @@ class Cascade:
         for name, agent in (("seed_sft", self._agent("seed_sft")), ("sft2", self._agent("sft2")), ("final", final)):
             rows[name] = self.evaluator(agent, tasks, out / name)
             self.progress("report", 1, 3)
-        report = {"heldout": [str(p) for p in self.cfg.heldout], "tasks": len(tasks), "agents": rows,
+        report = {"heldout": [str(p) for p in self.cfg.heldout_paths], "tasks": len(tasks), "agents": rows,
                   "final_beats_seed": {k: rows["final"].get(k, 0.0) > rows["seed_sft"].get(k, 0.0)
                                        for k in ("success", "recall@10")},
                   "paired": stage_deltas(out, self.cfg.seed), "rl_reward": self._rl_reward(),
@@ -498,22 +590,41 @@ def cap_per_task(trajs: Sequence[Trajectory], per_task: int, seed: int) -> list[
 def rft(agent: Path, data: Sequence[Trajectory], r: RFTSettings, out: Path, seed: int,
         progress: Callable[[int], None] | None = None) -> int:
     """Supervised steps on ``data`` (the policy tokens of kept trajectories) from ``agent``; writes the agent to
-    ``out`` and returns the steps taken (0 when there is no data: the agent is copied unchanged)."""
+    ``out`` and returns the steps taken (0 when there is no data: the agent is copied unchanged). Batches by
+    :func:`rft_batches`."""
     worker = TrainWorker(agent, TrainerSettings(lr=r.lr), threads=0, seed=seed)
     steps = r.steps if data else 0
-    rng = random.Random(seed)
-    order: list[Trajectory] = []
-    for _ in range(steps):
-        if len(order) < r.batch_size:
-            extra = list(data)
-            rng.shuffle(extra)
-            order += extra
-        batch, order = order[:r.batch_size], order[r.batch_size:]
+    for batch in rft_batches(data, r.batch_size, steps, seed):
         worker.sft_step(batch)
         if progress is not None:
             progress(1)
     worker.export(out)
     return steps
+
+
+def rft_batches(data: Sequence[Trajectory], batch_size: int, steps: int, seed: int) -> list[list[Trajectory]]:
+    """``steps`` batches of at most ``batch_size`` trajectories, each of one opening (the first
+    :data:`~training.rl.trainer.OPENING` tokens: one app's system prompt, so the trainer's shared-prefix forward
+    runs the prompt once per batch). Openings take turns in proportion to their number of trajectories (smooth
+    weighted round robin, :func:`training.mixture.interleave`); within one, epochs of a seeded shuffle. One
+    opening (one app) = epochs of a seeded shuffle of ``data``."""
+    groups: dict[tuple[int, ...], list[Trajectory]] = {}
+    for t in data:
+        groups.setdefault(tuple(t.tokens[:OPENING]), []).append(t)
+    keys = list(groups)
+    sizes = {str(k): len(groups[key]) for k, key in enumerate(keys)}
+    turns = interleave({k: [int(k)] * steps for k in sizes}, sizes)[:steps] if groups else []
+    rng = random.Random(seed)
+    queues: dict[int, list[Trajectory]] = {k: [] for k in range(len(keys))}
+    batches = []
+    for k in turns:
+        if len(queues[k]) < batch_size:
+            extra = list(groups[keys[k]])
+            rng.shuffle(extra)
+            queues[k] += extra
+        batches.append(queues[k][:batch_size])
+        queues[k] = queues[k][batch_size:]
+    return batches
 
 
 def write_trajectories(path: Path, trajs: Sequence[Trajectory]) -> None:

@@ -4,8 +4,8 @@ brevity reward (LiveThinking), and the simulated viewer."""
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, fields
 from functools import partial
 from typing import Any
 
@@ -35,6 +35,27 @@ class RewardWeights:
     helpfulness: float = 0.2
     brevity: float = 0.2
     max_words: int = MAX_ANSWER_WORDS
+
+    @classmethod
+    def of(cls, weights: Mapping[str, float]) -> RewardWeights:
+        """From a config's mapping (names left out keep their defaults); a ValueError names what is wrong:
+        an unknown name, a negative weight, weights not summing to 1, max_words < 1."""
+        names = [f.name for f in fields(cls)]
+        unknown = sorted(set(weights) - set(names))
+        if unknown:
+            raise ValueError(f"unknown livestream reward weight {unknown[0]!r}; expected {', '.join(names)}")
+        values: dict[str, Any] = {k: (int(v) if k == "max_words" else float(v)) for k, v in weights.items()}
+        w = cls(**values)
+        negative = [n for n in names[:3] if not getattr(w, n) >= 0]
+        if negative:
+            raise ValueError(f"livestream reward weight {negative[0]} is {getattr(w, negative[0])}: weights are >= 0")
+        total = w.correctness + w.helpfulness + w.brevity
+        if abs(total - 1.0) > 1e-6:
+            raise ValueError(f"livestream reward weights correctness + helpfulness + brevity sum to {total:g}, not 1 "
+                             "(the reward stays in [0, 1])")
+        if w.max_words < 1:
+            raise ValueError(f"livestream reward max_words is {w.max_words}: at least 1")
+        return w
 
 
 _POLARITY = re.compile(r"\b(yes|yeah|yep|yup|no|nope|not|isn'?t|doesn'?t|won'?t|can'?t|cannot)\b")

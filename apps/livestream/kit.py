@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
+from functools import partial
 from pathlib import Path
 
 from apps.livestream.agent import livestream_app
-from apps.livestream.env import request_constraints, reward_fn, simulated_user
+from apps.livestream.env import RewardWeights, request_constraints, reward_fn, simulated_user
 from apps.livestream.world import STREAMS_FILE
-from harness.env import AppEnv
+from apps.teacher_sft import fallback_call_teacher
+from harness.env import AppEnv, RewardFn
 from harness.kit import AppKit
 from harness.tasks import Task
 
@@ -15,9 +18,21 @@ HERE = Path(__file__).parent
 
 
 def env(world: Path) -> AppEnv:
+    from apps.livestream.sft import respond_call  # the SFT module imports this one
+
     spec = livestream_app(Path(world))
     return AppEnv(spec=spec, reward_fn=reward_fn(spec.catalog), user_fn=simulated_user,
-                  request_fn=request_constraints)
+                  request_fn=request_constraints, teacher=partial(fallback_call_teacher, respond_call))
+
+
+def reward_weights(weights: Mapping[str, float]) -> Callable[[AppEnv], RewardFn]:
+    """The reward with a config's weights (:meth:`RewardWeights.of` checks them: correctness, helpfulness,
+    brevity summing to 1, and max_words)."""
+    return partial(_weighted_reward, RewardWeights.of(weights))
+
+
+def _weighted_reward(weights: RewardWeights, env: AppEnv) -> RewardFn:
+    return reward_fn(env.spec.catalog, weights)
 
 
 def check_task(task: Task) -> str | None:
@@ -29,4 +44,4 @@ def kit() -> AppKit:
     from apps.livestream.sft import SOURCE
 
     return AppKit(name="livestream", env=env, sft=SOURCE, check_task=check_task, world_files=(STREAMS_FILE,),
-                  configs={"world": HERE / "world.yaml"})
+                  configs={"world": HERE / "world.yaml"}, reward_weights=reward_weights)

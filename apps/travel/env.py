@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, fields
 from functools import partial
 from typing import Any
 
@@ -25,6 +26,30 @@ FEASIBLE_WEIGHT, SCORE_WEIGHT = 0.5, 0.5
 """Reward = FEASIBLE_WEIGHT * feasible + SCORE_WEIGHT * checker score (the score is 0 when infeasible)."""
 
 
+@dataclass(frozen=True)
+class RewardWeights:
+    """Weights of :func:`reward`: ``feasible * 1[feasible] + score * checker score``; they sum to 1."""
+
+    feasible: float = FEASIBLE_WEIGHT
+    score: float = SCORE_WEIGHT
+
+    @classmethod
+    def of(cls, weights: Mapping[str, float]) -> RewardWeights:
+        """From a config's mapping (names left out keep their defaults); a ValueError names what is wrong."""
+        names = [f.name for f in fields(cls)]
+        unknown = sorted(set(weights) - set(names))
+        if unknown:
+            raise ValueError(f"unknown travel reward weight {unknown[0]!r}; expected {', '.join(names)}")
+        w = cls(**{k: float(v) for k, v in weights.items()})
+        negative = [n for n in names if not getattr(w, n) >= 0]
+        if negative:
+            raise ValueError(f"travel reward weight {negative[0]} is {getattr(w, negative[0])}: weights are >= 0")
+        if abs(w.feasible + w.score - 1.0) > 1e-6:
+            raise ValueError(f"travel reward weights feasible + score sum to {w.feasible + w.score:g}, not 1 (the "
+                             "reward stays in [0, 1])")
+        return w
+
+
 def request_constraints(task: Task) -> dict[str, Any]:
     """What a chat frontend sends for ``task``: the request text only (the agent reads day, times, lodging, stops
     and budget from it), plus any fields a task records as sent with it (``constraints["request"]``)."""
@@ -39,11 +64,12 @@ def form_request(task: Task) -> dict[str, Any]:
 
 
 # ------------------------------------------------------------------------------------------------ reward
-def reward(task: Task, final: Final, pois: dict[str, Poi]) -> Reward:
-    """The checker as reward: ``FEASIBLE_WEIGHT * feasible + SCORE_WEIGHT * score`` (0.5 + 0.5 * score for a
-    feasible plan, 0 otherwise or without an itinerary); ``score`` is :func:`check_itinerary`'s weighted
-    score (rating, wanted tags, efficiency, variety). ``success`` = feasible. Parts also carry the number of
-    violations, the score's components and, when the task has one, the score minus the reference plan's."""
+def reward(task: Task, final: Final, pois: dict[str, Poi], weights: RewardWeights | None = None) -> Reward:
+    """The checker as reward: ``w_feasible * feasible + w_score * score`` (by default 0.5 + 0.5 * score for a
+    feasible plan, 0 otherwise or without an itinerary; ``weights``: :class:`RewardWeights`); ``score`` is
+    :func:`check_itinerary`'s weighted score (rating, wanted tags, efficiency, variety). ``success`` = feasible.
+    Parts also carry the number of violations, the score's components and, when the task has one, the score
+    minus the reference plan's."""
     raw = final.data.get("itinerary")
     try:
         itinerary = Itinerary.model_validate(raw)
@@ -54,13 +80,14 @@ def reward(task: Task, final: Final, pois: dict[str, Poi]) -> Reward:
              **{f"score_{k}": v for k, v in result.breakdown.items()}}
     if result.feasible and isinstance(task.meta.get("reference_score"), int | float):
         parts["vs_reference"] = result.score - float(task.meta["reference_score"])
-    value = FEASIBLE_WEIGHT * float(result.feasible) + SCORE_WEIGHT * result.score
+    w = weights or RewardWeights()
+    value = w.feasible * float(result.feasible) + w.score * result.score
     return Reward(value=value, success=result.feasible, parts=parts)
 
 
-def reward_fn(pois: dict[str, Poi]) -> Callable[[Task, Final], Reward]:
+def reward_fn(pois: dict[str, Poi], weights: RewardWeights | None = None) -> Callable[[Task, Final], Reward]:
     """:func:`reward` bound to the POIs: the ``RewardFn`` that :class:`harness.env.AppEnv` holds."""
-    return partial(reward, pois=pois)
+    return partial(reward, pois=pois, weights=weights)
 
 
 # ------------------------------------------------------------------------------------------------ simulated user

@@ -2,25 +2,40 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from functools import partial
 from pathlib import Path
 
+from apps.teacher_sft import fallback_call_teacher
 from apps.travel.agent import travel_app
-from apps.travel.env import form_request, request_constraints, reward_fn, simulated_user
-from harness.env import AppEnv
+from apps.travel.env import RewardWeights, form_request, request_constraints, reward_fn, simulated_user
+from harness.env import AppEnv, RewardFn
 from harness.kit import AppKit
 
 HERE = Path(__file__).parent
 
 
 def env(world: Path) -> AppEnv:
+    from apps.travel.sft import respond_call  # the SFT module imports this one
+
     spec = travel_app(Path(world))
     pois = spec.resources.pois
     return AppEnv(spec=spec, reward_fn=reward_fn(pois), user_fn=partial(simulated_user, pois=pois),
-                  request_fn=request_constraints)
+                  request_fn=request_constraints, teacher=partial(fallback_call_teacher, respond_call))
+
+
+def reward_weights(weights: Mapping[str, float]) -> Callable[[AppEnv], RewardFn]:
+    """The checker reward with a config's weights (:meth:`RewardWeights.of` checks them: feasible and score
+    summing to 1)."""
+    return partial(_weighted_reward, RewardWeights.of(weights))
+
+
+def _weighted_reward(weights: RewardWeights, env: AppEnv) -> RewardFn:
+    return reward_fn(env.spec.resources.pois, weights)
 
 
 def kit() -> AppKit:
     from apps.travel.sft import SOURCE
 
-    return AppKit(name="travel", env=env, sft=SOURCE, configs={"world": HERE / "world.yaml"}, form_request=form_request)
+    return AppKit(name="travel", env=env, sft=SOURCE, configs={"world": HERE / "world.yaml"}, form_request=form_request,
+                  reward_weights=reward_weights)

@@ -19,6 +19,7 @@ from training.sft import SFTConfig
 
 APPS = Path(__file__).resolve().parents[2] / "apps"
 MODELS: dict[str, type[BaseModel]] = {
+    "cascade.yaml": CascadeConfig,
     "livestream/world.yaml": LivestreamWorldConfig,
     "serve.yaml": ServeConfig,
     "shopping/cascade.yaml": CascadeConfig,

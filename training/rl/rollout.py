@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -70,7 +70,21 @@ def loop_config(settings: RolloutSettings, seed: int) -> LoopConfig:
                       max_prompt_tokens=max(16, settings.max_seq_len - settings.max_new_tokens))
 
 
-def start_episode(job: EpisodeJob, app: AppEnv, model: ModelAccess, settings: RolloutSettings) -> Episode:
+Apps = AppEnv | Mapping[str, AppEnv]
+"""What episodes run in: one app, or several by name (a multi-app cascade), each job in its task's app."""
+
+
+def app_of(apps: Apps, task: Task) -> AppEnv:
+    """The app ``task`` runs in: ``apps`` itself, or ``apps[task.app]``."""
+    if isinstance(apps, AppEnv):
+        return apps
+    if task.app not in apps:
+        raise KeyError(f"task {task.task_id} is for app {task.app!r}; this worker runs {', '.join(apps)}")
+    return apps[task.app]
+
+
+def start_episode(job: EpisodeJob, apps: Apps, model: ModelAccess, settings: RolloutSettings) -> Episode:
+    app = app_of(apps, job.task)
     spec = app.spec if settings.max_steps is None else dataclasses.replace(app.spec, max_steps=settings.max_steps)
     env = dataclasses.replace(app, spec=spec) if spec is not app.spec else app
     loop = AgentLoop(spec, model, config=loop_config(settings, job.seed))
@@ -120,7 +134,7 @@ class EpisodePool:
     carry the unfinished long tail into its next round (tail handling) without losing any state.
     """
 
-    def __init__(self, app: AppEnv, model: ModelAccess, settings: RolloutSettings) -> None:
+    def __init__(self, app: Apps, model: ModelAccess, settings: RolloutSettings) -> None:
         self.app, self.model, self.settings = app, model, settings
         self._episodes: list[_Running] = []
         self.tokens = 0  # completion tokens applied to episodes (cut calls not counted)
@@ -196,17 +210,18 @@ def fallback_teacher(episode: Episode, model: ModelAccess) -> str:
     return f"{start}{sid.sid_map.sid_of(final.item_ids[0])}{end}"
 
 
-def teacher_episodes(jobs: Sequence[EpisodeJob], app: AppEnv, model: ModelAccess, settings: RolloutSettings,
-                     teacher: Teacher = fallback_teacher) -> list[Trajectory]:
+def teacher_episodes(jobs: Sequence[EpisodeJob], app: Apps, model: ModelAccess, settings: RolloutSettings,
+                     teacher: Teacher | None = None) -> list[Trajectory]:
     """Episodes acted by ``teacher`` instead of the engine, recorded token in, token out like the policy's
     (its messages tokenised, mask 1, log-probs 0): rejection-sampling fine-tuning data in the exact served
-    format."""
+    format. ``teacher`` None = each job's app's own (``AppEnv.teacher``), else :func:`fallback_teacher`."""
     eos = model.tokenizer.eos_token
     out = []
     for job in jobs:
         episode = start_episode(job, app, model, settings)
+        teach = teacher or app_of(app, job.task).teacher or fallback_teacher
         while (request := episode.request()) is not None:
-            text = teacher(episode, model)
+            text = teach(episode, model)
             ids = [int(i) for i in model.tokenizer(text + eos, add_special_tokens=False)["input_ids"]]
             episode.apply(Completion(request_id="teacher", index=0, token_ids=ids, text=text,
                                      logprobs=[0.0] * len(ids), finish_reason="eos", prompt_tokens=len(request.prompt),
@@ -215,7 +230,7 @@ def teacher_episodes(jobs: Sequence[EpisodeJob], app: AppEnv, model: ModelAccess
     return out
 
 
-def run_episodes(jobs: Sequence[EpisodeJob], app: AppEnv, model: ModelAccess, settings: RolloutSettings,
+def run_episodes(jobs: Sequence[EpisodeJob], app: Apps, model: ModelAccess, settings: RolloutSettings,
                  on_step: Callable[[int], None] | None = None) -> list[Trajectory]:
     """Run ``jobs`` to the end in lockstep; one trajectory per job, in job order."""
     pool = EpisodePool(app, model, settings)

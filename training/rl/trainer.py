@@ -65,6 +65,20 @@ def shared_prefix_len(batch: PackedBatch) -> int:
     return min(common, *first_policy, int(lengths.min().item()) - 1)
 
 
+OPENING = 64
+"""Tokens that tell trajectories of different apps apart (their system prompts): micro-batches never mix openings."""
+
+
+def micro_batches(trajs: Sequence[Trajectory], size: int) -> list[list[int]]:
+    """Indices of ``trajs`` in micro-batches of at most ``size``: trajectories grouped by their first
+    :data:`OPENING` tokens (first seen first), each group cut in order. A multi-app batch so keeps one app's
+    system prompt per micro-batch, where the shared-prefix forward pays; a one-app batch is cut in order."""
+    groups: dict[tuple[int, ...], list[int]] = {}
+    for i, t in enumerate(trajs):
+        groups.setdefault(tuple(t.tokens[:OPENING]), []).append(i)
+    return [idx[lo:lo + size] for idx in groups.values() for lo in range(0, len(idx), size)]
+
+
 def token_logprobs(model: Any, batch: PackedBatch, *, with_entropy: bool = False
                    ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """``log π(token_t | tokens_<t)`` for every position ``t >= 1`` (0 at ``t = 0``), (B, T); and the entropy
@@ -125,15 +139,15 @@ class PolicyTrainer:
         self.model.train()
         self.optimizer.zero_grad(set_to_none=True)
         sums: dict[str, float] = {}
-        for lo in range(0, len(trajs), s.micro_batch):
-            part = list(trajs[lo:lo + s.micro_batch])
+        for idx in micro_batches(trajs, s.micro_batch):
+            part = [trajs[i] for i in idx]
             batch = pack(part, self.pad_id)
             logp, entropy = token_logprobs(self.model, batch, with_entropy=s.entropy_coef > 0)
             ref = None
             if self.reference is not None:
                 with torch.no_grad():
                     ref, _ = token_logprobs(self.reference, batch)
-            a = adv[lo:lo + s.micro_batch].unsqueeze(1).expand_as(batch.mask)  # (B, T)
+            a = adv[idx].unsqueeze(1).expand_as(batch.mask)  # (B, T)
             loss, parts = alg.policy_loss(logp, batch.old_logp, a, batch.mask, s.loss_config(), ref_logp=ref,
                                           entropy=entropy, chunk_ids=batch.chunks if s.chunk_ratio else None)
             weight = self._weight(batch, tokens, len(part), len(trajs))
@@ -157,8 +171,8 @@ class PolicyTrainer:
         self.model.train()
         self.optimizer.zero_grad(set_to_none=True)
         total = 0.0
-        for lo in range(0, len(trajs), self.settings.micro_batch):
-            batch = pack(list(trajs[lo:lo + self.settings.micro_batch]), self.pad_id)
+        for idx in micro_batches(trajs, self.settings.micro_batch):
+            batch = pack([trajs[i] for i in idx], self.pad_id)
             logp, _ = token_logprobs(self.model, batch)
             loss = -(logp * batch.mask).sum() / tokens
             loss.backward()

@@ -20,7 +20,7 @@ import json
 import os
 import shutil
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,18 +31,19 @@ from harness.agent import ModelAccess, SidResources
 from harness.agent_dir import Agent, agent_app_files, agent_engine, load_agent, save_agent
 from harness.env import AppEnv
 from training.rl.rollout import (
+    Apps,
     EpisodeJob,
     EpisodePool,
     RolloutSettings,
-    fallback_teacher,
     run_episodes,
     teacher_episodes,
 )
 from training.rl.trainer import PolicyTrainer, TrainerSettings, state_from_numpy
 from training.rl.trajectory import Trajectory
 
-EnvFactory = Callable[[], AppEnv]
-"""Builds the app's environment parts in the worker process (picklable: a module function or a partial)."""
+EnvFactory = Callable[[], "AppEnv | Mapping[str, AppEnv]"]
+"""Builds the app's environment parts in the worker process (picklable: a module function or a partial); a
+multi-app cascade's builds several, by app name (each task runs in its own app)."""
 SidFactory = Callable[[AppEnv, Agent], SidResources | None]
 """SID retrieval for the policy over the app's catalog (None = the app has none)."""
 CKPT_FORMAT = "sidekick.rl-checkpoint/1"
@@ -61,10 +62,14 @@ class EnvWorker:
                  settings: RolloutSettings, *, threads: int = 1, max_batch_size: int = 32) -> None:
         if threads > 0:
             torch.set_num_threads(threads)
-        self.app = env_factory()
+        made = env_factory()
+        self.app: Apps = made if isinstance(made, AppEnv) else dict(made)
         agent = load_agent(Path(agent_dir))
         engine = agent_engine(agent, settings.engine.model_copy(update={"max_batch_size": max_batch_size}))
-        sid = sid_factory(self.app, agent) if sid_factory is not None else None
+        # as served: one model access for every app, with the SID retrieval of the app that has it (at most one)
+        envs = [self.app] if isinstance(self.app, AppEnv) else list(self.app.values())
+        sids = [s for env in envs if sid_factory is not None and (s := sid_factory(env, agent)) is not None]
+        sid = sids[0] if sids else None
         self.model = ModelAccess(engine=engine, tokenizer=agent.tokenizer, sid=sid)
         self.settings = settings
         self.pool = EpisodePool(self.app, self.model, settings)
@@ -89,9 +94,9 @@ class EnvWorker:
         return out
 
     def run_teacher(self, jobs: Sequence[EpisodeJob]) -> list[Trajectory]:
-        """The same episodes acted by the app's teacher (``AppEnv.teacher``, else
+        """The same episodes acted by each job's app's teacher (``AppEnv.teacher``, else
         :func:`~training.rl.rollout.fallback_teacher`)."""
-        return teacher_episodes(jobs, self.app, self.model, self.settings, self.app.teacher or fallback_teacher)
+        return teacher_episodes(jobs, self.app, self.model, self.settings)
 
     def run_all(self, jobs: Sequence[EpisodeJob]) -> list[Trajectory]:
         """Run ``jobs`` to the end in a pool of their own (the probe and evaluations; RL uses :meth:`run`)."""
