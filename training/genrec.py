@@ -78,6 +78,18 @@ class SidRecConfig(BaseModel):
     item_dropout: float = Field(default=0.0, ge=0, lt=1, description="In training, each input item's embedding "
                                 "is zeroed with this probability (its position stays): a sequence augmentation "
                                 "that makes the model predict from partial histories. Default 0.")
+    item_input: bool = Field(default=False, description="Add a per-item embedding to the input's code sum (the "
+                             "output is still the SID, code by code). Default false.")
+    horizon: int = Field(default=1, ge=1, description="Each position learns the next `horizon` items, not only the "
+                         "next one (1 = next item only, default).")
+    horizon_weight: float = Field(default=1.0, ge=0, description="Loss weight of each item after the next "
+                                  "(the next one weighs 1). Default 1.")
+    lr_schedule: Literal["constant", "cosine"] = Field(default="constant", description="constant (default) or "
+                                                       "cosine decay to 0 over `epochs` epochs after a linear "
+                                                       "warm-up of `warmup_steps`.")
+    warmup_steps: int = Field(default=0, ge=0, description="Linear learning-rate warm-up steps (default 0).")
+    label_smoothing: float = Field(default=0.0, ge=0, lt=1, description="Label smoothing of each code's "
+                                   "cross-entropy (default 0).")
     beam_size: int = Field(default=0, ge=0, description="0 = exact decoding over every item (default); > 0 = "
                            "trie-constrained beam search with this many beams.")
     seed: int = Field(default=0, ge=0)
@@ -101,6 +113,7 @@ class SidRec(nn.Module):
         d = cfg.hidden
         self.register_buffer("codes", torch.as_tensor(codes, dtype=torch.long), persistent=True)  # (N, D)
         self.code_emb = nn.ModuleList(nn.Embedding(k, d) for k in self.sizes)
+        self.item_emb = nn.Embedding(len(codes), d) if cfg.item_input else None
         self.pos_emb = nn.Embedding(cfg.context_items, d)
         self.emb_norm = nn.LayerNorm(d)
         self.drop = nn.Dropout(cfg.dropout)
@@ -136,6 +149,8 @@ class SidRec(nn.Module):
         pad = items < 0
         c = self.codes[items.clamp(min=0)]  # (B, T, D)
         x = sum(emb(c[..., lv]) for lv, emb in enumerate(self.code_emb))  # (B, T, d)
+        if self.item_emb is not None:
+            x = x + self.item_emb(items.clamp(min=0))
         if self.training and self.cfg.item_dropout > 0:
             x = x.masked_fill(torch.rand(x.shape[:2], device=x.device)[..., None] < self.cfg.item_dropout, 0.0)
         x = x + self.pos_emb(torch.arange(t, device=items.device))[None]
@@ -179,7 +194,7 @@ class SidRec(nn.Module):
         loss = h.new_zeros(())
         for lv in range(len(self.sizes)):
             logits = self._level_logits(h, c[:, :lv], lv)
-            loss = loss + F.cross_entropy(logits, c[:, lv])
+            loss = loss + F.cross_entropy(logits, c[:, lv], label_smoothing=self.cfg.label_smoothing)
         return loss / len(self.sizes)
 
     def item_log_probs(self, h: torch.Tensor) -> torch.Tensor:
@@ -274,6 +289,29 @@ def windows(rows: Sequence[Sequence[int]], context: int, stride: int) -> tuple[n
     return np.stack(ins), np.stack(outs)
 
 
+def future_targets(rows: Sequence[Sequence[int]], context: int, stride: int, horizon: int) -> np.ndarray:
+    """(W, context, horizon): for the windows of :func:`windows` (same order), the item ``k + 1`` positions after
+    each input position (``[..., 0]`` is :func:`windows`' targets), -1 where the sequence has ended or the position
+    is not a target of this window."""
+    _, y1 = windows(rows, context, stride)
+    out = np.full((*y1.shape, horizon), -1, np.int64)
+    w = 0
+    for seq in rows:
+        s = np.asarray(seq, np.int64)
+        end = len(s)
+        while end >= 2:
+            start = max(0, end - context - 1)
+            for k in range(horizon):
+                pos = np.arange(context) + start + 1 + k  # sequence index of the (k+1)-th item after input j
+                ok = (pos < len(s)) & (y1[w] >= 0)
+                out[w, ok, k] = s[pos[ok]]
+            w += 1
+            if start == 0:
+                break
+            end -= stride
+    return out
+
+
 # ----------------------------------------------------------------------------------------------- training
 def scores(model: SidRec, histories: Sequence[Sequence[int]], exclude: Sequence[Sequence[int]] | None = None,
            batch_size: int = 256) -> np.ndarray:
@@ -317,11 +355,15 @@ def fit_sid_rec(model: SidRec, train_rows: Sequence[Sequence[int]],
     one, after ``epochs``, or once ``time_limit_s`` (> 0) has passed. Returns what happened."""
     cfg = model.cfg
     x, y = windows(train_rows, cfg.context_items, cfg.stride)
+    if cfg.horizon > 1:
+        y = future_targets(train_rows, cfg.context_items, cfg.stride, cfg.horizon)
     if len(x) == 0:
         raise SidRecError("no training windows: every sequence has fewer than 2 items")
     rng = np.random.default_rng(cfg.seed)
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     xt, yt = torch.as_tensor(x), torch.as_tensor(y)
+    total_steps = cfg.epochs * math.ceil(len(x) / cfg.batch_size)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda step: _lr_factor(step, total_steps, cfg))
     best: tuple[float, int, dict[str, torch.Tensor] | None] = (-1.0, -1, None)
     curve: list[dict[str, float]] = []
     t0 = time.perf_counter()
@@ -333,11 +375,22 @@ def fit_sid_rec(model: SidRec, train_rows: Sequence[Sequence[int]],
             idx = order[s:s + cfg.batch_size]
             h = model.encode(xt[idx])  # (B, T, d)
             tgt = yt[idx]
-            keep = tgt >= 0
-            loss = model.code_loss(h[keep], tgt[keep])
+            if cfg.horizon == 1:
+                keep = tgt >= 0
+                loss = model.code_loss(h[keep], tgt[keep])
+            else:  # next item weight 1, each later one horizon_weight; a mean over the weights used
+                loss, wsum = h.new_zeros(()), 0.0
+                for k in range(cfg.horizon):
+                    keep = tgt[..., k] >= 0
+                    if keep.any():
+                        wk = 1.0 if k == 0 else cfg.horizon_weight
+                        loss = loss + wk * model.code_loss(h[keep], tgt[..., k][keep])
+                        wsum += wk
+                loss = loss / wsum
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
+            sched.step()
             losses.append(float(loss.detach()))
         row: dict[str, float] = {"epoch": epoch + 1, "loss": round(float(np.mean(losses)), 4),
                                  "s": round(time.perf_counter() - t0, 1)}
@@ -360,6 +413,17 @@ def fit_sid_rec(model: SidRec, train_rows: Sequence[Sequence[int]],
     model.eval()
     return {"windows": len(x), "epochs_run": len(curve), "best_epoch": best[1], "valid_ndcg@10": best[0],
             "train_s": round(time.perf_counter() - t0, 1), "curve": curve}
+
+
+def _lr_factor(step: int, total: int, cfg: SidRecConfig) -> float:
+    """The learning rate's multiplier at ``step`` (0-based) of ``total``: linear warm-up over
+    ``cfg.warmup_steps``, then 1 (constant) or a cosine from 1 to 0 over the remaining steps."""
+    if cfg.warmup_steps and step < cfg.warmup_steps:
+        return (step + 1) / cfg.warmup_steps
+    if cfg.lr_schedule == "constant":
+        return 1.0
+    done = (step - cfg.warmup_steps) / max(1, total - cfg.warmup_steps)
+    return 0.5 * (1.0 + math.cos(math.pi * min(1.0, done)))
 
 
 # ----------------------------------------------------------------------------------------------- the codes

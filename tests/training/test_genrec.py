@@ -19,6 +19,7 @@ from training.genrec import (
     build_codes,
     cooccurrence_embeddings,
     fit_sid_rec,
+    future_targets,
     ndcg_at,
     quantise,
     scores,
@@ -56,6 +57,42 @@ def test_windows_make_every_next_item_a_target_once() -> None:
     assert sorted(targets[targets >= 0].tolist()) == list(range(1, 50))
     with pytest.raises(SidRecError, match="stride"):
         windows([[1, 2]], context=4, stride=5)
+
+
+def test_future_targets_are_the_items_k_after_each_target_position() -> None:
+    y = future_targets([list(range(7))], context=4, stride=2, horizon=3)
+    # windows: inputs [2,3,4,5] (targets at positions 2, 3 only) and [0,1,2,3]
+    assert y[..., 0].tolist() == windows([list(range(7))], context=4, stride=2)[1].tolist()
+    assert y[..., 1].tolist() == [[-1, -1, 6, -1], [2, 3, 4, 5]]  # 2 after input 4 is 6; after 5 the sequence ends
+    assert y[..., 2].tolist() == [[-1, -1, -1, -1], [3, 4, 5, 6]]
+    short = future_targets([[7, 8, 9]], context=4, stride=2, horizon=2)  # padding stays -1 at every horizon
+    assert short[..., 0].tolist() == [[8, 9, -1, -1]] and short[..., 1].tolist() == [[9, -1, -1, -1]]
+
+
+def test_lr_factor_warms_up_then_decays_by_cosine() -> None:
+    from training.genrec import _lr_factor
+
+    cos = SidRecConfig(lr_schedule="cosine", warmup_steps=4)
+    # warm-up: (step + 1) / 4; then 0.5 (1 + cos(pi (step - 4) / (total - 4))), total 14 -> 10 decay steps
+    assert [_lr_factor(s, 14, cos) for s in range(4)] == [0.25, 0.5, 0.75, 1.0]
+    assert _lr_factor(4, 14, cos) == 1.0
+    assert _lr_factor(9, 14, cos) == pytest.approx(0.5)  # half-way: cos(pi / 2) = 0
+    assert _lr_factor(14, 14, cos) == pytest.approx(0.0)
+    assert _lr_factor(20, 14, cos) == pytest.approx(0.0)  # past the end (early stop never gets there)
+    assert _lr_factor(7, 14, SidRecConfig()) == 1.0  # constant, no warm-up
+
+
+def test_item_input_gives_items_with_one_sid_prefix_their_own_inputs() -> None:
+    """Without item_input an item is its codes' embedding sum; with it, an item's own row is added, so changing it
+    moves that item's state and no other's."""
+    m = _model(item_input=True, dropout=0.0)
+    x = torch.tensor([[0, 3, -1, -1], [1, 3, -1, -1]])
+    before = m.encode(x)
+    with torch.no_grad():
+        m.item_emb.weight[0] += torch.linspace(-1.0, 1.0, 16)  # not a constant shift: LayerNorm removes those
+    after = m.encode(x)
+    assert (after[0, :2] - before[0, :2]).abs().max() > 1e-3  # item 0 is in the first history
+    torch.testing.assert_close(after[1, :2], before[1, :2])  # not in the second
 
 
 @pytest.mark.parametrize("head", ["autoregressive", "parallel"])
@@ -127,6 +164,33 @@ def test_training_learns_a_sequence_rule_it_was_not_shown_at_test_time() -> None
     after = ndcg_at(scores(m, test_hist, test_hist), [(s + 4) % n for s in range(n)]).mean()
     assert before < 0.5 and after > 0.95, (before, after)
     assert info["best_epoch"] >= 1 and info["curve"][-1]["loss"] < info["curve"][0]["loss"]
+
+
+def test_horizon_training_also_learns_the_item_after_next() -> None:
+    """Walks i -> i + 1: with horizon 2 (the item after next weighs as much as the next) the model still ranks the
+    next item first, and ranks the one after it second, which next-item training alone has no reason to."""
+    n = 24
+    rng = np.random.default_rng(0)
+    codes = np.stack([np.arange(n) // 6, np.arange(n) % 6], axis=1)
+    walks = [[(int(s) + t) % n for t in range(int(rng.integers(5, 9)))] for s in rng.integers(0, n, 120)]
+    hist = [[(s + t) % n for t in range(4)] for s in range(n)]
+
+    def second_rank(horizon: int) -> tuple[float, float]:
+        cfg = SidRecConfig(context_items=6, hidden=32, inner=64, epochs=40, patience=40, lr=3e-3, stride=3,
+                           dropout=0.0, horizon=horizon, horizon_weight=1.0)
+        torch.manual_seed(0)
+        m = SidRec(codes, cfg)
+        fit_sid_rec(m, walks, (hist, [(s + 4) % n for s in range(n)]))
+        sc = scores(m, hist, hist)
+        top = np.argsort(-sc, axis=1)
+        first = np.mean([top[s, 0] == (s + 4) % n for s in range(n)])
+        second = np.mean([top[s, 1] == (s + 5) % n for s in range(n)])
+        return float(first), float(second)
+
+    first, second = second_rank(2)
+    first1, second1 = second_rank(1)
+    assert first > 0.9 and first1 > 0.9, (first, first1)
+    assert second > 0.7 and second > second1 + 0.3, (second, second1)  # measured 0.79 vs 0.29
 
 
 def test_item_dropout_hides_whole_input_items_in_training_only() -> None:
