@@ -33,11 +33,12 @@ demo: $(STAMP)
 		--key-file $(DEMO_DIR)/anonymise.key --force
 	$(VENV)/bin/sidekick sid build $(DEMO_DIR)/curated --out $(DEMO_DIR)/sid --force
 	$(VENV)/bin/sidekick sid explain $(DEMO_DIR)/sid sku-0000000
-	@# The agent: the cascade's quick profile on the tiny model — seed SFT -> probe -> select -> SFT-2 (RFT)
-	@# -> RL -> held-out report (about 20 minutes; a rerun skips the finished stages).
-	$(VENV)/bin/sidekick train cascade apps/shopping/cascade.yaml --quick
 	$(VENV)/bin/sidekick world livestream --out $(DEMO_DIR)/livestream --force
 	$(VENV)/bin/sidekick world travel --out $(DEMO_DIR)/travel --force
+	@# The agent: one cascade over a mixture of the three apps' tasks (apps/cascade.yaml), quick profile on the tiny
+	@# model — seed SFT -> warm-up -> probe -> select -> SFT-2 (RFT) -> RL -> held-out report per app (a rerun skips
+	@# the finished stages). Its directory records the three apps (apps.json); one model serves them all.
+	$(VENV)/bin/sidekick train cascade apps/cascade.yaml --quick
 	@echo
 	@echo "Starting the server on http://127.0.0.1:$(DEMO_PORT) (Ctrl-C stops it). Try, from another shell:"
 	@echo "  curl -s localhost:$(DEMO_PORT)/v1/shopping/sessions -H 'content-type: application/json' \\"
