@@ -1,8 +1,8 @@
 """One agent for three apps: reward weights from config, a mixture config's errors, and (integration) a tiny-model
 cascade over shopping, livestream and travel whose one agent directory serves all three over REST.
 
-    .venv/bin/python -m pytest tests/apps/test_mixture.py -q                    # fast tier
-    .venv/bin/python -m pytest tests/apps/test_mixture.py -q -m integration     # + the cascade and the server
+    .venv/bin/python -m pytest tests/apps/test_multi_app_agent.py -q                    # fast tier
+    .venv/bin/python -m pytest tests/apps/test_multi_app_agent.py -q -m integration     # + the cascade and the server
 """
 
 from __future__ import annotations
