@@ -224,14 +224,22 @@ _BACK_CUE = re.compile(r"(?i)(?:^|[:：]|\b(?:is|to|at|address|addr\.?|adres\w*|
                        r"billing|home|office|flat|house))\s*[:：]?\s*$")
 
 
+_WINDOW = 200
+_COMMA_BEFORE = re.compile(r"[,，]\s*$")
+_UNIT_BEFORE = re.compile(rf"(?i)\b{_UNIT}\s*$")
+_CITY_BEFORE = re.compile(rf"{_CAP}(?:\s+{_CAP}){{0,2}},?\s*$")
+
+
 def _extend(text: str, start: int, end: int) -> tuple[int, int]:
     """Grow [start, end) over address-like comma-separated pieces on either side (a few at most)."""
-    lower = not re.search(r"\b[A-Z][^\W\d_]", text[start:])  # no capitalised word: "calle 9 de julio 1540, piso 4 depto B"
+    # Every look is bounded to a window of _WINDOW characters, so long messages cost linear time (an unbounded
+    # slice per match made "Flat 3, " * 800 take seconds).
+    lower = not re.search(r"\b[A-Z][^\W\d_]", text[start : start + _WINDOW])  # "calle 9 de julio 1540, piso 4 depto B"
     for _ in range(6):
-        m = re.match(r"\.?\s*[,，]\s*|\s+[-—–]\s+|\s*/\s*|\s+", text[end:])
+        m = re.match(r"\.?\s*[,，]\s*|\s+[-—–]\s+|\s*/\s*|\s+", text[end : end + _WINDOW])
         if m is None:
             break
-        rest = text[end + m.end():]
+        rest = text[end + m.end() : end + m.end() + _WINDOW]
         seg = _segment(rest)
         if not seg.strip():
             break
@@ -246,7 +254,7 @@ def _extend(text: str, start: int, end: int) -> tuple[int, int]:
             end = end + m.end() + head.end()
             continue
         end = end + m.end() + len(seg.rstrip())
-    unit = re.search(rf"(?i)\b{_UNIT}\s*$", text[:start])
+    unit = _UNIT_BEFORE.search(text, max(0, start - _WINDOW), start)
     if unit is not None:
         start = unit.start()
     return _extend_back(text, start, lower), end
@@ -257,10 +265,11 @@ def _extend_back(text: str, start: int, lower: bool) -> int:
     place names ("Bandra West", "Zamalek") when a unit or a number, a cue or the message start comes before."""
     pending = start
     for _ in range(5):
-        m = re.search(r"[,，]\s*$", text[:pending])
+        m = _COMMA_BEFORE.search(text, max(0, pending - _WINDOW), pending)
         if m is None:
             break
-        seg_start = max(text.rfind(c, 0, m.start()) for c in ",，:;!?\n(") + 1
+        floor = max(0, m.start() - _WINDOW)
+        seg_start = max(floor, max(text.rfind(c, floor, m.start()) for c in ",，:;!?\n(") + 1)
         seg = text[seg_start:m.start()]
         unit = re.search(rf"(?i)\b{_UNIT}\s*[A-Za-z]?\d{{1,5}}[A-Za-z]?(?:/\d+)?\s*$|\b{_UNIT}\s+[A-Z]\s*$", seg)
         if unit is not None:
@@ -279,7 +288,7 @@ def _extend_back(text: str, start: int, lower: bool) -> int:
         if tail is None or _SEG_STOP.match(tail.group()) or not _address_like(tail.group(), lower):
             break
         pending = seg_start + tail.start()
-        if _BACK_CUE.search(text[:pending]):
+        if _BACK_CUE.search(text, max(0, pending - _WINDOW), pending):
             start = pending  # "Zamalek, Cairo 11211" at the start; "delivery is Kilimani, …"
     return start
 
@@ -340,7 +349,7 @@ def find_addresses(text: str) -> Iterator[tuple[int, int]]:
                 len(set(_CJK_MARK.findall(raw))) < (2 if " " in raw.strip() else 1) or not re.search(r"\d", raw)):
             continue
         s, e = m.start(), m.end() - (len(raw) - len(raw.rstrip(" ,，")))
-        city = re.search(rf"{_CAP}(?:\s+{_CAP}){{0,2}},?\s*$", text[:s])
+        city = _CITY_BEFORE.search(text, max(0, s - _WINDOW), s)
         if city is not None and (re.match(r"[A-Z]{2,3}\s", raw) or re.fullmatch(r"[A-Z]{1,2}\d[A-Z\d]?\s\d[A-Z]{2}", raw)):
             s = city.start()  # "Vancouver, BC V5T 3J9", "Edinburgh EH6 8RG"
         yield _extend(text, s, e)

@@ -65,6 +65,9 @@ obrigada grazie salam shalom konnichiwa hei xin hallå ahoj cześć czesc szia s
 है हूँ हूं हैं का की के और मेरा मेरी नाम जी here again team customer client guest sender user
 herr frau familie famille familia família famiglia señor señora sr sra srta monsieur madame mme mlle signor
 signora sig mevrouw meneer dhr mevr senhor senhora sayın sidekick
+i'd i'll i've you'd you'll you've we'd we'll we've they'd they'll he'd she'd ids
+שלום היי תודה السلام عليكم اهلا أهلا شكرا سلام ආයුබෝවන් вітаю добрий день γεια σας καλημέρα բարև გამარჯობა
+baba mama papa lola lolo nana nani dadi amma appa abba ammi oma opa nonna nonno babcia dziadek babushka bibi yaya
 """)
 _STRONG = re.compile(
     r"(?:\bmy name is|\bname is|\bname's|\bname:|\bthis is|\bit's|\bit is|\bi'm|\bi am|\bim|\bcall me|"
@@ -81,7 +84,7 @@ _STRONG = re.compile(
     r"mme\.?|mlle\.?|signor|signora|sig\.?|sig\.ra|mevrouw|meneer|dhr\.?|mevr\.?|pani|senhor|senhora|sayın|"
     r"ustadh|sheikh|shaikh|sensei|san|sama)|"
     r"\battn:?|\battention:?|\bc/o|\bregards,?|\bsincerely,?|\bsigned,?|\bask for|\bspeak to|\bnamed|"
-    r"\bcalled|\bmr\.?|\bmrs\.?|\bms\.?|\bmiss|\bdr\.?|\bprof\.?|\bfrom:|\bto:|\bcustomer:|[—–]|--)\s*$"
+    r"\bcalled|\bmr\.?|\bmrs\.?|\bms\.?|\bmiss|\bdr\.?|\bprof\.?|\bfrom:|\bto:|\bcustomer:|(?:^|(?<=\s))(?:[—–]|--))\s*$"
 )
 # A relative, friend or role right before a name: "my daughter Rose", "our neighbour Pim", "Familie Brandstätter".
 _KIN = re.compile(
@@ -114,7 +117,7 @@ _PERSON_BEFORE = re.compile(
     re.IGNORECASE,
 )
 # Cues strong enough that the name needs no punctuation after it: "tell Mercy the booking is sorted".
-_PERSON_OBJECT = re.compile(r"(?i:\b(?:tell|ask|thank|thanks|meet|remind|text|message|email|call|let|help|congratulate|"
+_PERSON_OBJECT = re.compile(r"(?i:\b(?:tell|ask|thank|thanks|meet|remind|text|message|email|call|let|help|congratulate|contact|"
                             r"dear|me(?: and| &| \+)|me,)\s*$)")
 _PERSON_BEFORE_NARROW = re.compile(r"(?i:(?:^|[\"“‘'(]|[.!?]\s+)\s*(?:to|from|for)\s*$)")
 # After a name: it speaks, acts or is somebody's ("Grant said", "Mercedes here", "Ahmad will be there").
@@ -184,6 +187,18 @@ _SHIP_CUE = re.compile(r"\b(?:send|ship|deliver|post|mail)(?: it| them| this| th
 _GREETING = re.compile(
     r"(?:\bhi|\bhello|\bhey|\bdear|\bthanks|\bthank you|\bcheers|\bbest|\blove|\bxoxo|\bbye)[,!]?\s*$"
 )
+# Words before a quotation that is text to print or write, where a quoted name is a person's.
+_TEXT_TO_PRINT = re.compile(r"(?i)\b(?:named?|engrav\w*|personali[sz]\w*|monogram\w*|sign\w*|write|written|say|says|"
+                            r"saying|read|reads|card|note|message|letters?|print\w*|embroider\w*)\b")
+# Words before a place, not a person: "fly Sydney", "flights to Florence", "from Paris".
+_TRAVEL_BEFORE = re.compile(r"(?i)\b(?:fly|flying|flew|flight|flights|to|from|in|at|via|into|near|visit|visiting|around|"
+                            r"leave|leaving|arrive|arriving|land|landing|reach|stay|staying|trip|tour|hotel|hotels)\s+$")
+# A self-introduction or signature: what follows is a name even when it is also a place ("I'm Austin").
+_SELF_CUE = re.compile(r"(?:\bmy name is|\bname is|\bname's|\bname:|\bi'm|\bi am|\bim|\bcall me|\bregards,?|"
+                       r"\bsincerely,?|\bsigned,?|\bunder the name(?: of)?)\s*$")
+_PLACE_WORDS = r"(?P<w>[A-ZÀ-Þ][^\W\d_]+(?:[ -][A-ZÀ-Þ][^\W\d_]+)?)"
+_PLACE_JOIN_AFTER = re.compile(rf"\s*(?:,|\s(?:and|or|then|to|via|&)|[-–—→>/]+)\s*{_PLACE_WORDS}")
+_PLACE_JOIN_BEFORE = re.compile(rf"{_PLACE_WORDS}\s*(?:,|\s(?:and|or|then|to|via|&)|[-–—→>/]+)\s*$")
 _BOUNDARY = re.compile(r"\s*(?:[.,;:!?)\]}\"'’”/]|$|\n)")
 
 
@@ -210,7 +225,7 @@ class _Tok:
     "Hannah's" looks up "hannah"), whether it is ``titled`` ("Maria", not "MARIA") and ``latin`` (Basic Latin to
     Latin Extended-B, combining accents, Latin Extended Additional for Vietnamese)."""
 
-    __slots__ = ("end", "key", "latin", "start", "text", "titled")
+    __slots__ = ("caseless", "end", "key", "latin", "start", "text", "titled")
 
     def __init__(self, start: int, end: int, text: str) -> None:
         self.start, self.end, self.text = start, end, text
@@ -218,6 +233,9 @@ class _Tok:
         self.key = k[:-2] if k.endswith("'s") else k
         self.titled = text[0].isupper() and not (len(text) > 1 and text.isupper())
         self.latin = _NON_LATIN.search(text) is None
+        # a script without capitals (Han, Arabic, Devanagari…): its words carry no case to tell a name by;
+        # Cyrillic, Greek or Armenian words do ("номер брони" is no name, "Анастасия" may be)
+        self.caseless = not self.latin and not (text[0].isupper() or text[0].islower())
 
     def __repr__(self) -> str:
         return f"_Tok({self.start}, {self.end}, {self.text!r})"
@@ -279,6 +297,9 @@ class NameFinder:
                     a > 0 and toks[a - 1].titled and toks[a - 1].key not in _NOT_NAMES
                     and text[toks[a - 1].end : toks[a].start] == " "):
                 continue  # part of another proper noun: "Paris Hilton", "Ethan Allen", "Marina Bay Sands"
+            if len(run) == 1 and (lex.is_place(tok.key) or lex.is_brand_or_town(tok.key)) and (
+                    self._listed_with_place(text, run) or _TRAVEL_BEFORE.search(text, max(0, tok.start - 20), tok.start)):
+                continue  # "Sydney Chen" found, but "we fly Sydney–Hobart", "flights to Sydney"
             if not self._product_context(text, run):
                 out.append((run[0].start, run[-1].end - (2 if run[-1].text[-2:] in ("'s", "’s") else 0)))
         return out
@@ -299,7 +320,7 @@ class NameFinder:
     def _ner_worthy(self, tok: _Tok, k: int) -> bool:
         """Only texts with a word the model's PERSON spans could keep are sent to it (a PERSON span
         needs a word that is a name in the lexicon): most shopping texts have none, and skip the model."""
-        if not (tok.titled or not tok.latin) or tok.key in _NOT_NAMES or tok.key in self.protected:
+        if not (tok.titled or tok.caseless) or tok.key in _NOT_NAMES or tok.key in self.protected:
             return False
         return self.lexicon is None or (self.lexicon.is_name(tok.key) and not self.lexicon.is_place(tok.key))
 
@@ -365,7 +386,7 @@ class NameFinder:
         """A word that is no evidence of a name on its own: catalog vocabulary, a place, a lower-case word."""
         key = tok.key
         return key in self.protected or (self.lexicon is not None and self.lexicon.is_place(key)) or \
-            (tok.latin and not tok.titled)
+            (not tok.titled and not tok.caseless)
 
     def _rules(self, text: str, toks: list[_Tok]) -> list[tuple[int, int]]:
         spans: list[tuple[int, int]] = []
@@ -478,7 +499,7 @@ class NameFinder:
         out: list[tuple[int, int]] = []
 
         def namey(t: _Tok) -> bool:
-            return (t.titled or not t.latin) and t.key not in _NOT_NAMES and t.key not in self.protected \
+            return (t.titled or t.caseless) and t.key not in _NOT_NAMES and t.key not in self.protected \
                 and (not lex.is_place(t.key) or t.key in lex.top) and (lex.is_name(t.key) or t.key not in lex.common)
 
         for _ in range(3):
@@ -523,7 +544,7 @@ class NameFinder:
                 or lex.is_place(" ".join(w.key for w in words)):
             return []
         # capitalised words: any name (or an unknown word); lower-case ones only rare names ("- bukola")
-        if not all(((w.titled or not w.latin) and (lex.is_name(w.key) or w.key not in lex.common))
+        if not all(((w.titled or w.caseless) and (lex.is_name(w.key) or w.key not in lex.common))
                    or self._lexical_name(w) for w in words):
             return []
         greeted = _GREETING.search(text[: m.start("n")]) is not None or m.group().lstrip()[:1] in "-—–~"
@@ -587,7 +608,7 @@ class NameFinder:
 
     def _name_shaped(self, text: str, toks: list[_Tok], k: int, first_in_run: bool) -> bool:
         tok = toks[k]
-        if tok.titled or (self.lexicon is not None and not tok.latin):
+        if tok.titled or (self.lexicon is not None and tok.caseless):
             return True
         # A lower-case name right after a strong cue ("my name is lena chen", "its for kwame"), a relative ("my mom
         # rosa-linda") or before a person's verb ("adebola and i", "can jun-ho sign").
@@ -653,12 +674,19 @@ class NameFinder:
         if _STRONG.search(before):
             if lex is not None and lex.is_place(" ".join(keys)) and _SHIP_CUE.search(before):
                 return None  # "ship to Georgia"
+            if lex is not None and not _SELF_CUE.search(before) and (
+                    (self._product_context(text, run) and not all(t.text.isupper() for t in run))
+                    or self._brand_after_cue(before, keys)
+                    or (len(keys) == 1 and lex.is_place(keys[0]) and keys[0] not in lex.top)):
+                return None  # "the Dr. Martens Jadon boots", "it's Darwin in August" (but "I'm Austin")
             if len(keys) >= 2 or keys[0] in self.known or after_boundary or (lex is not None and (
                     lex.is_name(keys[0]) or keys[0] not in lex.common) and not lex.is_brand_or_town(keys[0])):
                 return run[0].start, end  # "ask for jesús at the desk", "a neighbour called Pim at no. 9"
             return None
         if lex is not None and self._person_context(text, run, before, keys, after_boundary):
             return run[0].start, end
+        if lex is not None and (self._quoted(text, run) or self._listed_with_place(text, run)):
+            return None  # "the 'Marlowe' desk", "Lourdes then Toulouse", "Petra and Wadi Rum"
         if _GREETING.search(before) and (keys[0] in self.first or self._lexical_name(run[0]) or (
                 lex is not None and keys[0] in lex.first and not lex.is_brand_or_town(keys[0]))) \
                 and (len(keys) >= 2 or after_boundary):
@@ -667,6 +695,41 @@ class NameFinder:
         if pair is not None and not self._product_context(text, run):
             return pair
         return self._lexical(text, run)
+
+    def _brand_after_cue(self, before: str, keys: list[str]) -> bool:
+        """The cue's last word and the run make a brand: "Dr. Martens", "Mr. Muscle", "Mrs. Meyer's"."""
+        lex = self.lexicon
+        assert lex is not None
+        last = re.search(r"(\w+)\.?\s*$", before)
+        return last is not None and any(" ".join([last.group(1), *keys[:n]]) in lex.brands for n in (1, 2))
+
+    @staticmethod
+    def _quoted(text: str, run: list[_Tok]) -> bool:
+        """A run that is all of a quotation: a product's or a model's name ("the 'Lucia' sofa bed", "Hausschuh
+        'Fritz'"), not a person's, unless a person cue stands inside the quotes."""
+        a, b = run[0].start, run[-1].end
+        return a > 0 and b < len(text) and text[a - 1] in "'\"‘“«„" and text[b] in "'\"’”»“" \
+            and not _TEXT_TO_PRINT.search(text, max(0, a - 40), a)  # "name on it should be 'Xiomara'"
+
+    def _listed_with_place(self, text: str, run: list[_Tok]) -> bool:
+        """A run joined to a place by "and / or / then / to / -" or an arrow: a place itself ("Lourdes then
+        Toulouse", "Petra and Wadi Rum", "Sydney–Hobart")."""
+        lex = self.lexicon
+        assert lex is not None
+        if len(run) > 1:
+            return False  # "Emre Kaya, Bağdat Cad. No:214": a full name before an address
+        after = _PLACE_JOIN_AFTER.match(text, run[-1].end)
+        before = _PLACE_JOIN_BEFORE.search(text[max(0, run[0].start - 40) : run[0].start])
+        for words in (after and after.group("w"), before and before.group("w")):
+            if not words:
+                continue
+            keys = [w.casefold() for w in words.split()]
+            if keys[0] in _PLACE_HEADS and len(keys) > 1:
+                return True
+            if (keys[0] not in lex.top and (lex.is_place(" ".join(keys)) or lex.is_place(keys[0]))) \
+                    or (keys[0] in lex.towns and not lex.is_name(keys[0])):
+                return True  # but "Maria and Sofia", "Tunde & Kemi": a name is no place partner
+        return False
 
     def _cued_popular(self, text: str, tok: _Tok) -> bool:
         """A capitalised word that is usually something else ("Will", "May") but a popular name, right after

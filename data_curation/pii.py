@@ -31,6 +31,7 @@ import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
+import phonenumbers
 from phonenumbers import Leniency, PhoneNumberMatcher
 
 from data_curation.address import find_addresses
@@ -39,7 +40,7 @@ from data_curation.names import NameFinder
 from data_curation.ner import DEFAULT_MODEL as DEFAULT_NER_MODEL
 from data_curation.ner import SpacyPersons
 
-PII_RULES_VERSION = 3
+PII_RULES_VERSION = 4
 """Bumped whenever a detector changes what it finds (curation stages that scrub then re-run)."""
 PII_TYPES: tuple[str, ...] = ("EMAIL", "IBAN", "CARD", "IP", "ORDER_ID", "NATIONAL_ID", "ADDRESS", "PHONE", "NAME")
 """Every type the scrubber knows, in overlap-priority order."""
@@ -59,7 +60,7 @@ class Detection:
 # -- structured types ----------------------------------------------------------------------------
 _EMAIL = re.compile(
     r"(?<![\w.%+'-])[\w][\w.%+'-]*@(?:[^\W_](?:[\w-]*[^\W_])?\.)+(?:[A-Za-z]{2,24}|xn--[a-z0-9-]+)(?![\w-])"
-    r"|(?<![\w.+-])[\w.+-]+\s*[\[(]at[\])]\s*[\w-]+(?:\s*(?:[\[(]dot[\])]|\.)\s*[\w-]+)+"
+    r"|(?<![\w.+-])[\w.+-]+(?:\s*[\[(]dot[\])]\s*[\w+-]+)*\s*[\[(]at[\])]\s*[\w-]+(?:\s*(?:[\[(]dot[\])]|\.)\s*[\w-]+)+"
     r"|(?i:(?<![\w.+-])[\w.+-]+@[\w-]+(?:\s+dot\s+[\w-]+)+)"  # "o.ndiaye@ucad dot sn"
     # "lena dot k at gmx dot de": spelt-out forms need a known top-level domain at the end
     r"|(?i:(?<![\w.+-])[\w.+-]+(?:\s+dot\s+[\w+-]+)*\s+at\s+[\w-]+(?:\s+dot\s+[\w-]+)*(?:\s+dot\s+|\.)"
@@ -84,11 +85,14 @@ _ORDER_WORDS = (
     r"réservation|buchung|dhl|ups|fedex|usps|dpd|gls|ems|sendung|pnr|№|注文番号|订单号|訂單號|주문번호|رقم الطلب|الطلب رقم|"
     r"package|return|claim|ticket|case|transaction|txn|receipt|purchase|delivery|kundennummer|auftrag|lieferschein|"
     r"bon de commande|numéro de commande|número de pedido|numero d'ordine|nr zamówienia|sipariş no|siparis|"
-    r"customer (?:no|number|id)|rma|return label|pedido nº|paquete|colis|pacco|przesyłka|посылка|отправление"
+    r"customer (?:no|number|id)|rma|return label|pedido nº|paquete|colis|pacco|przesyłka|посылка|отправление|"
+    r"reservation|reservierung|bestellnummer|auftragsnummer|sendungsnummer|rechnungsnummer|"
+    r"номер заказа|номер брони|бронь|confirmation code|booking code|itinerary|e-?ticket|voucher|locator|"
+    r"予約番号|お問い合わせ番号|追跡番号|快递单号|运单号|单号|예약번호|송장번호|운송장"
 )
 _ORDER_CUE = re.compile(
-    rf"(?i:(?:\b|(?<=\W))(?:{_ORDER_WORDS})(?:\s*(?:no\.?|nr\.?|n\.|nº|n°|№|number|num|id|code|draft|is|was|says|#))*)"
-    r"\s*[:#]?\s*(?P<id>#?[A-Za-z0-9](?:[A-Za-z0-9-]|/(?=[A-Za-z0-9])|(?<=\d{4}) (?=\d{4}\b|\d{2}(?!\s*[A-Za-z])))"
+    rf"(?i:(?:\b|(?<=\W))(?:{_ORDER_WORDS})(?:\s*(?:no\.?|nr\.?|n\.|nº|n°|№|number|num|numaram|numarası|numarasi|id|code|draft|is|was|says|#))*)"
+    r"\s*[:#]?\s*(?P<id>#?[A-Za-z0-9](?:[A-Za-z0-9-]|[/.](?=[A-Za-z0-9])|(?<=\d{4}) (?=\d{4}\b|\d{2}(?!\s*[A-Za-z])))"
     r"{4,40})(?![\w/])"
 )
 _ORDER_CONTEXT = re.compile(rf"(?i)\b(?:{_ORDER_WORDS})\b")
@@ -144,6 +148,7 @@ _ID_CHECKED = re.compile(
     r"|(?P<dni>\b\d{8}-?[A-Z]\b)"
     r"|(?P<aadhaar>\b[2-9]\d{3} \d{4} \d{4}\b)"
     r"|(?P<eleven>(?<![\d+-])\b\d{11}\b(?![-\d]))"
+    r"|(?P<thirteen>(?<![\d+-])\b\d{13}\b(?![-\d]))"
 )
 # A cue for an identity number anywhere in the text; the id is the first number-like token within 40
 # characters after it ("KYC is asking aadhaar, here: 4821 7390 5521", "driver's licence no. D1234-5678").
@@ -157,7 +162,12 @@ _ID_CUE_FAR = re.compile(
     r"isikukood|asmens kodas|rodné číslo|birth number|mykad|ic (?:number|no)|philsys|ghana card|omang|iqama|civil id|"
     r"voter id|residence permit|permit number|kimlik no|pps number|id card|identity no|tax file number|"
     r"my ?number card|citizen (?:id|number)|national (?:number|identity)|personalnummer|henkilötunnus|ahv|avs)\b)"
-    r"|주민등록번호|身份证号?|身分證|マイナンバー|תעודת זהות|ת\"ז|رقم الهوية|الرقم الوطني"
+    r"|주민등록번호|주민번호|개인통관고유부호|外国人登録|身份证号?|身分證|マイナンバー|תעודת זהות|ת\"ז|ת\.ז\.?|رقم الهوية|الرقم الوطني|"
+    r"\b(?:ІПН|ИНН|РНОКПП|СНИЛС|ЕГН|ΑΜΚΑ|ΑΦΜ|AMKA|AFM|OIB|JMBG|EMŠO|CNP|PIC|DUI|CIN|NIC|NIN|NID|NIK)\b|"
+    r"\b(?:інн|инн|снилс|паспорт|ідентифікаційний код|личный номер|numéro de sécurité sociale|sécurité sociale|"
+    r"seguridad social|número de identidad|carteira de identidade|codice identificativo|rodné číslo|"
+    r"id-?nummer|steuernummer|burgerservicenummer|personnummer|cpr-?nummer|henkilötunnus|isikukood|"
+    r"เลขบัตรประชาชน|เลขประจำตัวประชาชน|บัตรประชาชน)"
     # short acronyms only in capitals ("ona nie mówi" is Polish, not a Spanish NIE)
     r"|\b(?:SSN|DNI|NIE|NIF|BSN|CPF|CURP|NINO|CPR|RUT|RFC|NIR|INSEE|PPSN?|SIN|NRIC|HKID|NIN|BVN|KTP|NIK|TCKN|TFN|TIN|"
     r"PAN|VAT|RRN|AHV|AVS|TZ|CNIC|NID|EGN|JMBG|OIB|CUIL|CUIT|DPI|NIT|INE|QID|TFN|IRD|SSS|UMID|NIDA)\b"
@@ -192,7 +202,7 @@ _ADDRESS = re.compile(
         rf"\s+\d{{1,4}}\s?[a-zA-Z]?(?![\w])(?:,?\s+{_DE_PLZ_CITY})?",
         # French: 12 bis rue de la Paix, 75002 Paris
         rf"\b\d{{1,4}}(?:\s?(?:bis|ter))?,?\s+(?:rue|avenue|av\.|boulevard|bd|place|chemin|allée|impasse|quai|route|cours)"
-        rf"\s+(?:(?:de|du|des|la|le|l'|d')\s*)*[A-Z][\w'’-]+(?:\s+[A-Z][\w'’-]+)*(?:,?\s+\d{{5}}\s+{_CITY})?",
+        rf"\s+(?:(?:de|du|des|la|le|l'|d')\s*)*[A-ZÀ-Þ][\w'’-]+(?:\s+[A-ZÀ-Þ][\w'’-]+)*(?:,?\s+\d{{5}}\s+{_CITY})?",
         # Spanish / Italian / Portuguese: Calle Mayor 5, 28013 Madrid | Via Roma 12
         rf"\b(?:Calle|Avenida|Av\.|Plaza|Paseo|Via|Viale|Piazza|Corso|Rua|Travessa)\s+"
         rf"(?:(?:de|del|la|las|los|da|do|dos|della|di)\s+)*[A-Z][\w'’-]+(?:\s+[A-Z][\w'’-]+)*,?\s+\d{{1,4}}[a-zA-Z]?"
@@ -210,9 +220,21 @@ _POSTCODE_CUE = re.compile(
 # Digital addresses: Ghana Post GPS ("GA-184-2290"), after their cue
 _GPS_ADDRESS = re.compile(r"(?i:\b(?:gps|digital address|ghanapost|ghana post)(?: address| code)?\s*(?:is|:)?\s*)"
                           r"(?P<id>[A-Z]{2}-?\d{3,4}-?\d{3,4})\b")
-_PHONE_CANDIDATE = re.compile(r"(?<![\w+])(?:\+\s?)?\(?\d(?:[\d().\-/]|[ \t](?=[\d(+]))*\d\)?")
+# Inside an address span: a cue for a phone, a person, an e-mail or a customer number ends the address
+# ("…Chennai 600034, contact Sujatha…", "…1203室，收件人 王秀英，电话 138…", "…, card holder is Milica…").
+_ADDRESS_STOP = re.compile(
+    r"(?i:(?<![\w-])(?:contact(?: person| number| no\.?)?|tel(?!\s*aviv)\.?|tlf|phone|mob(?:ile)?|cell(?:phone)?|whatsapp|"
+    r"recipient|receiver|addressee|card ?holder|name on (?:the )?card|attn|attention|e-?mail|kundennummer|"
+    r"customer (?:no|number|id)|for the attention of)(?![\w-]))"
+    r"|电话|電話|手机|手機|收件人|收货人|收貨人|联系人|連絡先|携帯|받는 ?사람|연락처|전화|เบอร์|โทร|ผู้รับ|جوال|هاتف|"
+    r"المستلم|טלפון|נייד|тел\.?|телефон|получатель|[、，,]\s*(?=[^\s、，,]{1,8}(?: [^\s、，,]{1,8})?\s*(?:宛|様))"
+    r"|\s[—–]\s*(?=[^\d\s,]{2,12}(?: [^\d\s,]{2,12})?\s*$)"
+)
+_PHONE_CANDIDATE = re.compile(r"(?<![0-9A-Za-zÀ-ɏ_+])(?:\+\s?)?\(?\d(?:[\d().\-/]|[ \t](?=[\d(+]))*\d\)?")
 _PHONE_CUE = re.compile(r"(?i)\b(?:call|phone|tel|tlf|tfn|telefon|telefone|teléfono|telefono|telephone|mobile|mob|cell|"
-                        r"number|whatsapp|text me|reach me|fax|ring)\b")
+                        r"number|whatsapp|text me|reach me|fax|ring|contact|cel|celular|móvil|movil|handy|portable|"
+                        r"cellulare|numaram|telefonu|sđt|sdt|hp|no hp|nomor|номер|телефон|тел|моб)\b"
+                        r"|电话|電話|手机|手機|携帯|連絡先|전화|휴대폰|핸드폰|연락처|เบอร์|โทร|جوال|هاتف|رقم|טלפון|נייד")
 
 
 def luhn_ok(digits: str) -> bool:
@@ -270,7 +292,8 @@ def _cards(text: str) -> Iterator[Detection]:
         # Longest run of groups first, so a number followed by a year or a count is still found.
         for n in range(len(groups), 0, -1):
             digits = "".join(groups[:n])
-            if 13 <= len(digits) <= 19 and _card_shape(groups[:n]) and luhn_ok(digits):
+            if 13 <= len(digits) <= 19 and _card_shape(groups[:n]) and luhn_ok(digits) \
+                    and not (len(digits) == 13 and id13_ok(digits)):
                 yield Detection(m.start(), m.start() + len(" ".join(groups[:n])), "CARD")
                 break
 
@@ -350,7 +373,20 @@ def _id_checks(kind: str, raw: str) -> bool:
         return _verhoeff_ok(d)
     if kind == "eleven":
         return _pesel_ok(d) or _tckn_ok(d) or _fodselsnummer_ok(d)
+    if kind == "thirteen":
+        return id13_ok(d)
     return False
+
+
+def id13_ok(d: str) -> bool:
+    """A 13-digit national id by its check digit: Thai citizen id, Romanian CNP, South African id (a date of
+    birth, then Luhn). Such a number is not taken for a 13-digit card."""
+    n = [int(c) for c in d]
+    thai = n[0] != 0 and (11 - sum(x * (13 - i) for i, x in enumerate(n[:12])) % 11) % 10 == n[12]
+    r = sum(x * int(w) for x, w in zip(n[:12], "279146358279", strict=True)) % 11
+    cnp = 1 <= n[0] <= 8 and _valid_date(d[1:3], d[3:5], d[5:7]) and (1 if r == 10 else r) == n[12]
+    za = _valid_date(d[:2], d[2:4], d[4:6]) and n[10] in (0, 1) and luhn_ok(d)
+    return thai or cnp or za
 
 
 def _verhoeff_ok(digits: str) -> bool:
@@ -409,7 +445,8 @@ def _addresses(text: str) -> Iterator[Detection]:
     """Address spans of every rule, overlapping ones merged ("Moda Cd. 41 D" + "D:6, 34710 Kadıköy")."""
     spans = [m.span() for m in _ADDRESS.finditer(text)]
     spans.extend(find_addresses(text))
-    spans.extend(m.span("id") for m in _POSTCODE_CUE.finditer(text))
+    spans.extend(m.span("id") for m in _POSTCODE_CUE.finditer(text)
+                 if len(m.group("id")) == 6 or not re.match(r"(?i)pin\b(?! ?code)", m.group()))
     spans.extend(m.span("id") for m in _GPS_ADDRESS.finditer(text))
     spans.sort()
     merged: list[list[int]] = []
@@ -420,6 +457,45 @@ def _addresses(text: str) -> Iterator[Detection]:
             merged.append([s, e])
     for s, e in merged:
         yield Detection(s, e, "ADDRESS")
+
+
+def _cut_addresses(text: str, found: list[Detection]) -> tuple[list[Detection], list[tuple[int, int]]]:
+    """Addresses cut at a cue for a phone, a person or a customer number inside them ("…Chennai 600034, contact
+    Sujatha 94440 17382"), so that the phone and the name are found with their own types; the cut-off tails
+    are returned too, for :func:`_cover_tails`."""
+    out, tails = [], []
+    for d in found:
+        cut = _ADDRESS_STOP.search(text, d.start + 1, d.end) if d.type == "ADDRESS" else None
+        if cut is None:
+            out.append(d)
+            continue
+        end = d.start + len(text[d.start : cut.start()].rstrip(" ,;:.，、。-—–\n"))
+        if end > d.start:
+            out.append(Detection(d.start, end, "ADDRESS"))
+        tails.append((cut.start(), d.end))
+    return out, tails
+
+
+_TAIL_FILLER = frozenset("is are was the a an to for of and or please pls my his her their our name number no nr "
+                         "de la le el der die das und et y e".split())
+
+
+def _cover_tails(text: str, found: list[Detection], tails: list[tuple[int, int]]) -> list[Detection]:
+    """What no detector claimed in a cut-off address tail stays scrubbed as ADDRESS (less the cue words), so
+    cutting an address never lets a value through."""
+    extra = []
+    for a, b in tails:
+        pos = a
+        for d in [*(d for d in found if d.start < b and d.end > a), Detection(b, b, "ADDRESS")]:
+            piece = text[pos : min(d.start, b)] if d.start > pos else ""
+            if piece:
+                rest = _ADDRESS_STOP.sub(lambda m: " " * len(m.group()), piece)
+                core = re.search(r"[^\W_](?:.*[^\W_])?", rest, re.S)
+                if core is not None and (any(c.isdigit() for c in core.group()) or any(
+                        w.casefold() not in _TAIL_FILLER for w in re.findall(r"[^\W\d_]+", core.group()))):
+                    extra.append(Detection(pos + core.start(), pos + core.end(), "ADDRESS"))
+            pos = max(pos, d.end)
+    return extra
 
 
 class PhoneFinder:
@@ -455,6 +531,15 @@ class PhoneFinder:
                 spans.update((m.start, m.end) for m in PhoneNumberMatcher(sub, region, leniency=Leniency.VALID))
                 if sum(c.isdigit() for s, e in spans for c in sub[s:e]) >= digits - 2:
                     break
+            if sum(c.isdigit() for s, e in spans for c in sub[s:e]) < digits and re.match(r"\(|0|8 ", sub):
+                for region in self.regions:  # a trunk 0 or an area code in brackets: the whole run may be one
+                    try:  # region's number ("(11) 91234-5678" is Brazilian, not the German "91234-5678")
+                        whole = phonenumbers.parse(sub, region)
+                    except phonenumbers.NumberParseException:
+                        continue
+                    if phonenumbers.is_valid_number(whole):
+                        spans = {(0, len(sub))}
+                        break
         if not spans and digits >= 8 and _PHONE_CUE.search(text, max(0, start - 30), start):
             spans.update((m.start, m.end) for m in PhoneNumberMatcher(sub, self.regions[0], leniency=Leniency.POSSIBLE)
                          if sum(c.isdigit() for c in m.raw_string) >= 9)
@@ -514,15 +599,17 @@ class Scrubber:
         if not text:
             return []
         found: list[Detection] = [Detection(m.start(), m.end(), "EMAIL") for m in _EMAIL.finditer(text)]
+        tails: list[tuple[int, int]] = []
         if any(c.isdigit() for c in text):
             for detector in (_iban, _cards, _card_fragments, _ips, _order_ids, _national_ids, _addresses, _iban_cued):
                 found.extend(detector(text))
-            found = resolve(found)
+            found, tails = _cut_addresses(text, resolve(found))
             found.extend(self.phones.find(text, found))
         elif "#" in text:
             found.extend(_order_ids(text))
         names = self.names.find(text, [(d.start, d.end) for d in found])
-        return resolve([*_names_out_of_addresses(text, found, names), *(Detection(s, e, "NAME") for s, e in names)])
+        out = resolve([*_names_out_of_addresses(text, found, names), *(Detection(s, e, "NAME") for s, e in names)])
+        return resolve([*out, *_cover_tails(text, out, tails)]) if tails else out
 
     def scrub_turns(self, texts: Sequence[str]) -> list[tuple[str, list[Detection]]]:
         """Scrub one speaker's consecutive messages: a number split across two of them ("card is 4916 3388" /

@@ -1,0 +1,143 @@
+"""PII precision and typing: words that look like names but are not, and values scrubbed with their own type.
+
+    pytest tests/data_curation/test_pii_precision.py
+
+Each case is written for this test (none comes from bench/pii_sets): brands, products, places and routes
+that a name rule took for a person, and addresses that swallowed the phone or the name after them, numbers
+that a card, phone or order rule took before the national-id or order rule could type them. The scrubber is
+``names: lexicon`` (rules + the name lexicon, no spaCy model). The last tests guard against patterns that
+backtrack catastrophically on long messages.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from data_curation.config import DEFAULT_PHONE_REGIONS
+from data_curation.pii import Scrubber, id13_ok
+
+
+@pytest.fixture(scope="module")
+def scrubber() -> Scrubber:
+    return Scrubber.configured(DEFAULT_PHONE_REGIONS, "lexicon")
+
+
+KEPT = [
+    # a product or model name in quotes is not a person's
+    "is the 'Annika' side table solid pine?",
+    "do you have the Hausschuh 'Greta' in 38?",
+    "the “Matilda” wrap dress, lined or not?",
+    # a run joined to a place by and / or / then / a dash or an arrow is a place
+    "is Petra or Aqaba better for two days?",
+    "how far is Lourdes then Bordeaux by car",
+    "flying Perth–Hobart next week, any baggage tips?",
+    "Fatima → Lisbon → Porto in four days, too much?",
+    # a brand that starts with an honorific, and a product noun after a strong cue
+    "the Dr. Martens Jadon boots, do they run big?",
+    "Mr. Muscle oven spray, the big one",
+    # a cased script in lower case, greetings and contractions
+    "номер брони поменялся, что делать?",
+    "שלום, is the Dead Sea tour on Friday?",
+    "السلام عليكم, do you ship to Jeddah?",
+    "I'd like the blue one, and I'll pay by card",
+    "Order IDs are on the receipt",
+    # kin words that are also names
+    "a mug that says 'For Baba, from all of us'",
+    "shipping times to Alexandria?",
+]
+
+REMOVED = [
+    # the same rules leave people alone
+    ("thank Ngozi and Sofia for me", "thank <NAME> and <NAME> for me"),  # a popular name is no place partner
+    ("Hi, I'm Austin, I ordered the lamp", "Hi, I'm <NAME>, I ordered the lamp"),
+    ("name on the cake should be 'Ottilie'", "name on the cake should be '<NAME>'"),
+    ("my son Florin and Kemi arrive Monday", "my son <NAME> and <NAME> arrive Monday"),
+    ("card holder name: MARISOL QUINTERO", "card holder name: <NAME>"),
+    # an address ends at a phone, person or customer-number cue; each value keeps its type
+    ("Flat 2, 18 Park Road, Leeds LS6 2AB, tel 07700 900461", "<ADDRESS>, tel <PHONE>"),
+    ("广州市天河区体育西路 55 号 1802 室，收件人 黄思远，电话 139 2233 4455", "<ADDRESS>，收件人 <NAME>，电话 <PHONE>"),
+    ("12 Dizengoff St, Tel Aviv 6433222", "<ADDRESS>"),  # "Tel" of Tel Aviv is no phone cue
+    # what no rule claims after the cut stays scrubbed (as ADDRESS): cutting never lets a value through
+    ("4/12 Ocean View Road, Bandra West, Mumbai 400050, contact Anjali 98200 12345",
+     "<ADDRESS>, contact <ADDRESS> <PHONE>"),
+    # 13-digit ids with check digits are not 13-digit cards
+    ("SA ID 8503045129082 for the return", "SA ID <NATIONAL_ID> for the return"),
+    ("เลขบัตรประชาชน 3501100667121", "เลขบัตรประชาชน <NATIONAL_ID>"),
+    # national ids after cues in more languages, not phones
+    ("ІПН 2894107563 для митниці", "ІПН <NATIONAL_ID> для митниці"),
+    ("AMKA 15048801234 please", "AMKA <NATIONAL_ID> please"),
+    ("ת.ז. 314159260", "ת.ז. <NATIONAL_ID>"),
+    # order ids after more cue words, with dots; not phones
+    ("Bestellnummer 302-44871-19 fehlt", "Bestellnummer <ORDER_ID> fehlt"),
+    ("confirmation number 4102.883.517 on the app", "confirmation number <ORDER_ID> on the app"),
+    ("reservation HMQ7Z2KX4P for two", "reservation <ORDER_ID> for two"),
+    ("sipariş numaram 700221934", "sipariş numaram <ORDER_ID>"),
+    # phones in national formats: a whole Brazilian number, a Chinese mobile after 手机, a cue in Russian
+    ("meu cel (21) 98765-4321", "meu cel <PHONE>"),
+    ("手机13800138000，到了打给我", "手机<PHONE>，到了打给我"),
+    ("мой номер 8 916 555-01-23", "мой номер <PHONE>"),
+    ("numaram 0532 555 12 34", "numaram <PHONE>"),
+    # a spelt-out e-mail with [dot] in its local part; a PIN that is not an Indian PIN code
+    ("mail: ana [dot] lopes [at] sapo [dot] pt", "mail: <EMAIL>"),
+]
+
+
+@pytest.mark.parametrize("text", KEPT, ids=[t[:36] for t in KEPT])
+def test_kept(scrubber: Scrubber, text: str) -> None:
+    assert scrubber.scrub(text)[0] == text
+
+
+@pytest.mark.parametrize(("text", "expected"), REMOVED, ids=[t[:36] for t, _ in REMOVED])
+def test_removed(scrubber: Scrubber, text: str, expected: str) -> None:
+    assert scrubber.scrub(text)[0] == expected
+
+
+def test_a_pin_is_not_a_post_code(scrubber: Scrubber) -> None:
+    assert scrubber.scrub("app says PIN 4410 for the locker")[0] == "app says PIN 4410 for the locker"
+    assert scrubber.scrub("PIN code 560034")[0] == "PIN code <ADDRESS>"  # an Indian PIN code: 6 digits
+
+
+def test_a_place_found_with_a_name_is_not_propagated(scrubber: Scrubber) -> None:
+    """A name found in one message ("Sydney Chen") is not a name where its word is a route's place."""
+    out = [text for text, _ in scrubber.scrub_turns(["booked under Sydney Chen", "we fly Sydney–Hobart"])]
+    assert out == ["booked under <NAME>", "we fly Sydney–Hobart"]
+
+
+@pytest.mark.parametrize(("number", "ok"), [
+    ("8503045129082", True),  # South African: a date, citizenship 0, Luhn
+    ("3501100667121", True),  # Thai
+    ("2850719400210", True),  # Romanian CNP
+    ("3501100667122", False),
+    ("4222222222222", False),  # a 13-digit Visa test number stays a card
+])
+def test_13_digit_id_check_digits(number: str, ok: bool) -> None:
+    assert id13_ok(number) is ok
+
+
+def test_4222_card_is_still_a_card(scrubber: Scrubber) -> None:
+    assert scrubber.scrub("card 4222222222222 exp 09/28")[0] == "card <CARD> exp 09/28"
+
+
+LONG = [
+    "Marianne " * 800,  # a long capitalised run
+    "12, " * 2000 + "Berlin",  # comma-separated numbers: address pieces
+    "4111 " * 1500,  # digit groups: card, phone and id candidates
+    "[dot] " * 1500 + "[at] x",  # a spelt-out e-mail that never ends
+    "Flat 3, " * 800 + "London",  # address pieces that never end
+    ("call 0" + " 1" * 1200),  # a phone cue before a long digit run
+    "ab-" * 2000 + "cd",  # hyphenated word runs
+    "Ａ" * 3000,  # one long word of full-width letters
+    "मेरा नाम " * 600,  # a name cue repeated in Devanagari
+    "收件人：" * 1200,  # a name cue repeated in Chinese
+]
+
+
+@pytest.mark.parametrize("text", LONG, ids=[repr(t[:12]) for t in LONG])
+def test_long_messages_scrub_in_bounded_time(scrubber: Scrubber, text: str) -> None:
+    """Every detector on 5-10k characters of adversarial text: a pattern that backtracks exponentially or
+    quadratically on one of these takes seconds to hours; linear ones take milliseconds."""
+    start = time.perf_counter()
+    scrubber.scrub_turns([text, text[:200]])
+    assert time.perf_counter() - start < 3.0
