@@ -176,7 +176,8 @@ _PLACE_HEADS = frozenset("mt mount lake cape saint san santa são port fort isla
                          "castello schloss château chateau palacio palácio palazzo torre puerta porta praça parque "
                          "parc jardin jardim giardino museo museu musée igreja iglesia chiesa église basilica "
                          "catedral cattedrale cathédrale duomo mercado mercato marché ciudad cidade città vila villa "
-                         "bad burg dorf kloster hotel hostel".split())
+                         "bad burg dorf kloster hotel hostel fontana mosteiro monasterio monastère mosteiro templo "
+                         "masai sharm chichen jemaa pura wat".split())
 # Surnames that open most Vietnamese names ("Trần Văn Minh"): a capitalised run starting with one is a name.
 _VIET_SURNAMES = frozenset("nguyễn trần lê phạm hoàng huỳnh phan vũ võ đặng bùi đỗ hồ ngô dương lý đinh trương "
                            "lâm mai cao tạ quách lương".split())
@@ -193,6 +194,25 @@ _TEXT_TO_PRINT = re.compile(r"(?i)\b(?:named?|engrav\w*|personali[sz]\w*|monogra
 # Words before a place, not a person: "fly Sydney", "flights to Florence", "from Paris".
 _TRAVEL_BEFORE = re.compile(r"(?i)\b(?:fly|flying|flew|flight|flights|to|from|in|at|via|into|near|visit|visiting|around|"
                             r"leave|leaving|arrive|arriving|land|landing|reach|stay|staying|trip|tour|hotel|hotels)\s+$")
+_PLACE_TAILS = frozenset("tor platz kirche brücke turm markt kulesi camii sarayı köprüsü meydanı".split())
+_PREV_WORD = re.compile(r"([^\W\d_]+)\s+$")
+# Product and model nouns of other languages before a model's name ("la chaqueta Lucía", "die Jacke Emil").
+_MODEL_NOUNS = frozenset("""
+model modelo modèle modell modello style colour color shade scent edition line collection colección collection
+kollektion collezione coleção
+vestido chaqueta bolso falda camisa abrigo zapatos zapatillas sandalias botas perfume colonia sofá lámpara silla
+mesa cama bolsa blusa jersey
+robe sac veste jupe manteau chemise pull blouse chaussures sandales bottes baskets parfum canapé lampe chaise
+fauteuil lit table
+jacke kleid tasche rock mantel hose schuhe stiefel bluse pullover sessel lampe stuhl tisch bett duft
+vestito borsa gonna giacca cappotto scarpe camicia maglione divano poltrona sedia letto profumo
+mala saia casaco sapatos camisola vestido poltrona cadeira
+jurk tas jas rok schoenen trui bank stoel
+sukienka torebka kurtka spódnica buty płaszcz sweter sofa krzesło
+платье сумка куртка юбка пальто туфли кроссовки свитер диван духи
+elbise çanta ceket etek ayakkabı kazak koltuk parfüm
+""".split())
+_LISTED_AFTER = re.compile(r"\s+(?:and|&|or)\s+[A-Z][\w'’-]*(?:\s+[A-Z][\w'’-]*)?")
 # A self-introduction or signature: what follows is a name even when it is also a place ("I'm Austin").
 _SELF_CUE = re.compile(r"(?:\bmy name is|\bname is|\bname's|\bname:|\bi'm|\bi am|\bim|\bcall me|\bregards,?|"
                        r"\bsincerely,?|\bsigned,?|\bunder the name(?: of)?)\s*$")
@@ -355,6 +375,14 @@ class NameFinder:
             return True  # "Adidas Sambas", "Dyson Airwraps", "Calvin Klein"
         if run[0].key in _PLACE_HEADS and len(run) > 1:
             return True  # "Mt Fuji", "Wadi Rum", "Lake Bled", "Cabo da Roca"
+        if len(run) > 1 and ((run[0].key in _MODEL_NOUNS and not (lex is not None and lex.is_name(run[0].key)))
+                             or run[-1].key in _PLACE_TAILS):
+            return True  # "die Jacke Emil", "Brandenburger Tor", "Galata Kulesi"
+        prev = _PREV_WORD.search(text, max(0, run[0].start - 30), run[0].start)
+        if prev is not None and (prev.group(1).casefold() in PRODUCT_NOUNS or prev.group(1).casefold() in _MODEL_NOUNS):
+            return True  # "la chaqueta Lucía", "das Kleid Helene", "платье Алиса", "el hotel Princesa Sofía"
+        if re.match(r"(?i) by night\b", text[run[-1].end :]):
+            return True  # "Petra by night"
         if lex is not None and any(t.text[-2:] in ("'s", "’s") and lex.is_place(t.key) for t in run[:-1]):
             return True  # "Seville's Giralda": a place's landmark
         owner = re.search(r"([A-ZÀ-Þ][^\W\d_]+)['’]s\s+$", text[max(0, run[0].start - 30) : run[0].start])
@@ -375,7 +403,9 @@ class NameFinder:
             return True  # "do you have Patience in stock" (a game): people are not in stock
         if run[-1].text[-2:] in ("'s", "’s"):
             return False  # "Tariq's jacket": a person's
-        nxt = _TOKEN.match(text, run[-1].end + 1) if text[run[-1].end : run[-1].end + 1] == " " else None
+        listed = _LISTED_AFTER.match(text, run[-1].end)  # "Elsa and Anna dolls", "Sonic & Knuckles figures"
+        after = listed.end() if listed is not None else run[-1].end
+        nxt = _TOKEN.match(text, after + 1) if text[after : after + 1] == " " else None
         if nxt is None or self.lexicon is None:
             return False
         key = nxt.group().casefold()
@@ -430,8 +460,14 @@ class NameFinder:
                 while j - 1 > i and toks[j - 1].key in _PARTICLES:
                     j -= 1
                 run = toks[i:j]
+                before = text[max(0, run[0].start - 40) : run[0].start].casefold()
+                cued = bool(_LOWER_CUE.search(before) or _KIN.search(before) or _STRONG.search(before)
+                            or _PERSON_AFTER.match(text, run[-1].end)
+                            or (not text[: run[0].start].strip() and re.match(r"\s*(?:,|$)", text[run[-1].end :])))
                 if len(run) >= 2 and any(self._lexical_name(t) for t in run) \
+                        and (cued or not any(t.key in lex.common for t in run)) \
                         and not lex.is_place(" ".join(t.key for t in run)) and not self._product_context(text, run):
+                    # "amara okafor" anywhere; "bouquet delivery" (a common word) only after a cue
                     out.append((run[0].start, run[-1].end))
                     i = j
                     continue
@@ -541,8 +577,8 @@ class NameFinder:
             return []
         words = [_Tok(w.start() + m.start("n"), w.end() + m.start("n"), w.group()) for w in _TOKEN.finditer(m.group("n"))]
         if not words or any(w.key in _NOT_NAMES or w.key in self.protected for w in words) \
-                or lex.is_place(" ".join(w.key for w in words)):
-            return []
+                or lex.is_place(" ".join(w.key for w in words)) or self._product_context(text, words):
+            return []  # a message that is only "Jimmy Choo Bing" or "Hugo Boss Bottled" names a product
         # capitalised words: any name (or an unknown word); lower-case ones only rare names ("- bukola")
         if not all(((w.titled or w.caseless) and (lex.is_name(w.key) or w.key not in lex.common))
                    or self._lexical_name(w) for w in words):
@@ -793,6 +829,8 @@ class NameFinder:
             run = run[1:]
         while run and weak(run[-1]):
             run = run[:-1]
+        if not run or (run[0].key in _PLACE_HEADS and len(run) > 1):
+            return None  # "Quebec City Chateau Frontenac": what is left is a place
         end = run[-1].end - (2 if run[-1].text[-2:] in ("'s", "’s") else 0)
         return run[0].start, end
 

@@ -113,7 +113,7 @@ _SSN = re.compile(r"\b(?!000|666|9\d\d)\d{3}-(?!00)\d{2}-(?!0000)\d{4}\b")
 _NINO = re.compile(r"\b(?!BG|GB|NK|KN|TN|NT|ZZ)[A-CEGHJ-PR-TW-Z][A-CEGHJ-NPR-TW-Z] ?\d{2} ?\d{2} ?\d{2} ?[A-D]\b")
 _ID_CUE = re.compile(
     r"(?i:\b(?:ssn|social security(?: number| no\.?)?|social|passport(?: number| no\.?)?|national id(?: number)?|"
-    r"id (?:number|no\.?)|tax id|tin|steuer-?id|personalausweis(?:nummer)?|aadhaar|pan|dni|nie|nif|bsn|"
+    r"id (?:number|no\.?)|tax id|tin|steuer[- ]?id|personalausweis(?:nummer)?|aadhaar|pan|dni|nie|nif|bsn|"
     r"personnummer|cpf|curp|nino|ni number|kennitala|pesel|codice fiscale|cf|cpr|hetu|henkilötunnus|"
     r"rut|run|rfc|nir|insee|sofinummer|bsn|pps|ppsn|sin|nric|fin|hkid|mynumber|emirates id|"
     r"id card|identity card|carte d'identité|cédula|cedula|dni|documento|rg|nin|bvn|ktp|nik|tckn|tc kimlik)"
@@ -154,7 +154,7 @@ _ID_CHECKED = re.compile(
 # characters after it ("KYC is asking aadhaar, here: 4821 7390 5521", "driver's licence no. D1234-5678").
 _ID_CUE_FAR = re.compile(
     r"(?i:\b(?:ssn|social security|passport|national id|id (?:number|no)|identity (?:number|card|document)|tax id|"
-    r"tax (?:number|no|code)|vat(?: number| no)?|steuer-?id|steuernummer|personalausweis|aadhaar|aadhar|pan card|"
+    r"tax (?:number|no|code)|vat(?: number| no)?|steuer[- ]?id|steuernummer|personalausweis|aadhaar|aadhar|pan card|"
     r"personnummer|national insurance|kennitala|pesel|codice fiscale|hetu|sofinummer|social insurance|"
     r"emirates id|cédula|cedula|kimlik|driver'?s? licen[cs]e|driving licen[cs]e|licen[cs]e (?:no|number)|"
     r"nhs (?:no|number)|medicare|health card|insurance number|member(?:ship)? id|student id|employee id|kyc|"
@@ -373,9 +373,14 @@ def _id_checks(kind: str, raw: str) -> bool:
         return _verhoeff_ok(d)
     if kind == "eleven":
         return _pesel_ok(d) or _tckn_ok(d) or _fodselsnummer_ok(d)
-    if kind == "thirteen":
-        return id13_ok(d)
+    if kind == "thirteen":  # with no cue, a number that is also a valid EAN-13 is taken for a barcode
+        return id13_ok(d) and not _ean13_ok(d)
     return False
+
+
+def _ean13_ok(d: str) -> bool:
+    """The EAN-13 barcode check digit (weights 1, 3, 1, 3, …)."""
+    return (10 - sum(int(c) * (3 if i % 2 else 1) for i, c in enumerate(d[:12])) % 10) % 10 == int(d[12])
 
 
 def id13_ok(d: str) -> bool:
