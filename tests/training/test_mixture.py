@@ -143,9 +143,9 @@ def test_two_apps_writing_one_file_and_one_app_twice_are_errors(tmp_path: Path) 
     a, b = FakeSource("a", 2, {"same.json": "1"}), FakeSource("b", 2, {"same.json": "2"})
     cfg = SFTConfig.model_validate({"world": tmp_path, "sid": tmp_path, "out": tmp_path / "o"})
     mix = MixtureSft([MixturePart("a", a, tmp_path, tmp_path, 1), MixturePart("b", b, tmp_path, tmp_path, 1)])
-    with pytest.raises(MixtureError, match="'same.json'"):
+    with pytest.raises(MixtureError, match=r"'same\.json'"):
         mix.app_files(cfg)
-    with pytest.raises(MixtureError, match="'a' is in the mixture twice"):
+    with pytest.raises(MixtureError, match=r"'a' is in the mixture twice"):
         MixtureSft([MixturePart("a", a, tmp_path, tmp_path, 1), MixturePart("a", b, tmp_path, tmp_path, 1)])
 
 
