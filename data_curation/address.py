@@ -227,6 +227,7 @@ _BACK_CUE = re.compile(r"(?i)(?:^|[:：]|\b(?:is|to|at|address|addr\.?|adres\w*|
 _WINDOW = 200
 _COMMA_BEFORE = re.compile(r"[,，]\s*$")
 _UNIT_BEFORE = re.compile(rf"(?i)\b{_UNIT}\s*$")
+_PREMISES_BEFORE = re.compile(r"(?i)\b(?:shop|office|stall|kiosk|store|gala|godown|warehouse)\s+$")
 _CITY_BEFORE = re.compile(rf"{_CAP}(?:\s+{_CAP}){{0,2}},?\s*$")
 
 
@@ -257,6 +258,9 @@ def _extend(text: str, start: int, end: int) -> tuple[int, int]:
     unit = _UNIT_BEFORE.search(text, max(0, start - _WINDOW), start)
     if unit is not None:
         start = unit.start()
+    premises = _PREMISES_BEFORE.search(text, max(0, start - 20), start)
+    if premises is not None and re.match(r"(?i)(?:no\.?|nr\.?|#|\d)", text[start : start + 3]):
+        start = premises.start()  # "Shop No. 14, Linking Road, …"
     return _extend_back(text, start, lower), end
 
 

@@ -64,7 +64,7 @@ obrigada grazie salam shalom konnichiwa hei xin hallå ahoj cześć czesc szia s
 안녕하세요 안녕 こんにちは こんばんは おはよう 你好 您好 谢谢 привет здравствуйте مرحبا
 है हूँ हूं हैं का की के और मेरा मेरी नाम जी here again team customer client guest sender user
 herr frau familie famille familia família famiglia señor señora sr sra srta monsieur madame mme mlle signor
-signora sig mevrouw meneer dhr mevr senhor senhora sayın sidekick
+signora sig mevrouw meneer dhr mevr senhor senhora sayın sidekick shop unit flat suite apartment apt block lot plot
 i'd i'll i've you'd you'll you've we'd we'll we've they'd they'll he'd she'd ids
 שלום היי תודה السلام عليكم اهلا أهلا شكرا سلام ආයුබෝවන් вітаю добрий день γεια σας καλημέρα բարև გამარჯობა
 baba mama papa lola lolo nana nani dadi amma appa abba ammi oma opa nonna nonno babcia dziadek babushka bibi yaya

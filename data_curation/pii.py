@@ -275,6 +275,24 @@ def _iban_cued(text: str) -> Iterator[Detection]:
         yield Detection(m.start("id"), m.end("id"), "IBAN")
 
 
+def _other_cue_before(text: str, start: int) -> bool:
+    """An order, tracking or identity cue right before a Luhn-valid number, and no card word: the number is
+    that cue's value ("DPD 15505000448812", "SA ID 8001…"), not a card."""
+    window = text[max(0, start - 28) : start]
+    return bool(_ORDER_CONTEXT.search(window) or _ID_CUE_FAR.search(window)) and not _CARD_WORD.search(window)
+
+
+_CARD_WORD = re.compile(r"(?i)\b(?:card|visa|mastercard|master card|amex|cc|credit|debit|kreditkarte|tarjeta|carte|"
+                        r"cartão|carta|karta|kart|カード|卡)")
+
+
+def _cued_not_cards(text: str, found: list[Detection]) -> list[Detection]:
+    """A Luhn-valid number that an order or identity rule also found, right after its cue and with no card word
+    before it, is that value ("DPD 15505000448812"), not a card; a card no other rule found stays a card."""
+    others = {(d.start, d.end) for d in found if d.type in ("ORDER_ID", "NATIONAL_ID")}
+    return [d for d in found if not (d.type == "CARD" and (d.start, d.end) in others and _other_cue_before(text, d.start))]
+
+
 def _card_shape(groups: list[str]) -> bool:
     lens = [len(g) for g in groups]
     if len(lens) == 1:
@@ -327,6 +345,9 @@ def _ips(text: str) -> Iterator[Detection]:
 
 def _order_ids(text: str) -> Iterator[Detection]:
     for m in _ORDER_SHAPES.finditer(text):
+        if _ID_CUE_FAR.search(text, max(0, m.start() - 28), m.start()) \
+                and not _ORDER_CONTEXT.search(text, max(0, m.start() - 28), m.start()):
+            continue  # "개인통관고유부호 P240118835672": an order's shape after an identity cue is the identity number
         yield Detection(m.start(), m.end(), "ORDER_ID")
     for m in _ORDER_HASH.finditer(text):
         if _ORDER_CONTEXT.search(text, max(0, m.start() - 40), m.start()):
@@ -554,6 +575,10 @@ class PhoneFinder:
             yield Detection(start + s, start + e, "PHONE")
 
 
+_HONORIFICS = re.compile(r"(?i)(?:(?:mr|mrs|ms|miss|mx|dr|prof|madame|monsieur|mme|mlle|herr|frau|señora?|sra?|"
+                         r"srta|signora?|sig|senhora?|sayın|attn:?|c/o)\.?\s+)+")
+
+
 def _names_out_of_addresses(text: str, found: list[Detection], names: list[tuple[int, int]]) -> list[Detection]:
     """An address whose first comma-separated piece is a full name the name finder found ("Kiona Yazzie, Hopi
     Hall Rm 214, …") starts after that piece: the name is scrubbed as a name (one word may be a district)."""
@@ -562,8 +587,9 @@ def _names_out_of_addresses(text: str, found: list[Detection], names: list[tuple
         if d.type == "ADDRESS":
             for s, e in names:
                 comma = re.match(r"\s*,\s*", text[e : d.end])
-                if s <= d.start < e and comma is not None and e + comma.end() < d.end and " " in text[s:e].strip():
-                    d = Detection(e + comma.end(), d.end, "ADDRESS")
+                opens = s <= d.start < e or (d.start < s and _HONORIFICS.fullmatch(text[d.start : s]))
+                if opens and comma is not None and e + comma.end() < d.end and " " in text[s:e].strip():
+                    d = Detection(e + comma.end(), d.end, "ADDRESS")  # "Madame Chloé Dubois, 8 avenue Foch, …"
         out.append(d)
     return out
 
@@ -608,7 +634,7 @@ class Scrubber:
         if any(c.isdigit() for c in text):
             for detector in (_iban, _cards, _card_fragments, _ips, _order_ids, _national_ids, _addresses, _iban_cued):
                 found.extend(detector(text))
-            found, tails = _cut_addresses(text, resolve(found))
+            found, tails = _cut_addresses(text, resolve(_cued_not_cards(text, found)))
             found.extend(self.phones.find(text, found))
         elif "#" in text:
             found.extend(_order_ids(text))

@@ -82,6 +82,14 @@ REMOVED = [
     # what no rule claims after the cut stays scrubbed (as ADDRESS): cutting never lets a value through
     ("4/12 Ocean View Road, Bandra West, Mumbai 400050, contact Anjali 98200 12345",
      "<ADDRESS>, contact <ADDRESS> <PHONE>"),
+    # a name after an honorific opening an address is a NAME; "Shop No. 14" opens the address
+    ("Mme Odile Marchetti, 3 rue du Bac, 75007 Paris", "Mme <NAME>, <ADDRESS>"),
+    ("Shop No. 7, Hill Road, Bandra West, Mumbai 400050", "<ADDRESS>"),
+    # a carrier's number that passes Luhn is the carrier's, a card number after other words stays a card
+    ("two parcels: DPD 15505000448812 and GLS 40922", "two parcels: DPD <ORDER_ID> and GLS <ORDER_ID>"),
+    ("charged twice for the booking. the number is 4539 7781 2204 4418",
+     "charged twice for the booking. the number is <CARD>"),
+    ("개인통관고유부호 P180522719340 입니다", "개인통관고유부호 <NATIONAL_ID> 입니다"),
     # 13-digit ids with check digits are not 13-digit cards
     ("SA ID 8503045129082 for the return", "SA ID <NATIONAL_ID> for the return"),
     ("เลขบัตรประชาชน 3501100667121", "เลขบัตรประชาชน <NATIONAL_ID>"),
