@@ -153,6 +153,10 @@ class MixtureApp(BaseModel):
     sft_weight: float | None = Field(None, ge=0, description="Its share of the seed SFT's examples (mixed by "
                                      "weight); None (default) = weight; 0 = none of its examples (its texts still "
                                      "train the tiny tokenizer, and the warm-up teaches its served format).")
+    pass_reward: float | None = Field(None, ge=0, le=1, description="Its episodes pass (warm-up, probe, SFT-2's "
+                                      "kept samples) at reward >= this and success; None (default) = "
+                                      "probe.pass_reward. For an app whose best reward is below 1 (a quality "
+                                      "score under it), the reward a success earns at least.")
     reward: dict[str, float] = Field(default_factory=dict, description="Weights of its reward's parts by name (the "
                                      "names its kit's reward_weights takes); {} (default) = the app's defaults. An "
                                      "app whose reward has no weights takes none.")
@@ -286,6 +290,7 @@ class Cascade:
         self.progress = progress or (lambda what, n, total: None)
         self.by_id = {t.task_id: t for t in self.tasks}
         self.sft = sft
+        self.pass_marks = {a.app: a.pass_reward for a in cfg.apps or [] if a.pass_reward is not None}
 
     def done(self, stage: Stage) -> bool:
         """The stage finished after the stage before it last finished (a rerun upstream invalidates it)."""
@@ -401,7 +406,12 @@ class Cascade:
             "mean_reward": round(sum(t.reward for t in trajs) / n, 4)}, [self._agent("seed_sft")])
 
     def _passes(self, t: Trajectory) -> bool:
-        return t.success and t.reward >= self.cfg.probe.pass_reward
+        """Success, at a reward of at least the pass mark of the trajectory's app (``apps[].pass_reward``, else
+        ``probe.pass_reward``)."""
+        task = self.by_id.get(t.task_id)
+        mark = self.pass_marks.get(task.app, self.cfg.probe.pass_reward) if task is not None else \
+            self.cfg.probe.pass_reward
+        return t.success and t.reward >= mark
 
     def stage_select(self) -> None:
         from data_curation.select import load_certainty

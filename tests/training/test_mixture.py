@@ -250,3 +250,26 @@ def test_a_one_app_config_still_needs_its_four_fields(tmp_path: Path) -> None:
     assert cfg.weights == {"shopping": 1.0} and cfg.heldout_paths == [tmp_path] and cfg.label == "shopping"
     with pytest.raises(ValidationError, match="tasks: required"):
         CascadeConfig.model_validate({k: v for k, v in one.items() if k != "tasks"})
+
+
+def test_each_app_passes_at_its_own_mark(tmp_path: Path) -> None:
+    """Travel's best reward is 0.5 + 0.5 * score < 1: with ``pass_reward: 0.5`` its feasible plans pass, while
+    the other app keeps probe.pass_reward (1.0)."""
+    from harness.tasks import Task
+    from training.cascade import Cascade
+
+    data = _mixture(tmp_path)
+    data["apps"][1] = {**data["apps"][1], "app": "travel", "reward": {}, "pass_reward": 0.5}
+    cfg = CascadeConfig.model_validate(data)
+    tasks = [Task(task_id=f"{app}-0", app=app, kind="k", messages=[{"role": "user", "content": "x"}])
+             for app in ("shopping", "travel")]
+    cascade = Cascade(cfg, tasks, tasks, lambda: None, None, lambda a, t, o: {},  # type: ignore[arg-type,return-value]
+                      sft=FakeSource("s", 1))
+
+    def traj(task_id: str, reward: float, success: bool = True) -> Trajectory:
+        t = _traj(1, 0, reward)
+        return Trajectory(**{**t.__dict__, "task_id": task_id, "success": success})
+
+    assert cascade._passes(traj("travel-0", 0.7)) and not cascade._passes(traj("shopping-0", 0.7))
+    assert cascade._passes(traj("shopping-0", 1.0)) and not cascade._passes(traj("travel-0", 0.7, success=False))
+    assert not cascade._passes(traj("travel-0", 0.45))
