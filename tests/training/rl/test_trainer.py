@@ -108,3 +108,28 @@ def test_sft_step_lowers_the_nll_of_the_kept_trajectories() -> None:
 def test_kl_needs_a_reference() -> None:
     with pytest.raises(ValueError, match="reference"):
         PolicyTrainer(_model(), 1, TrainerSettings(kl_coef=0.1))
+
+
+def test_a_batch_of_two_apps_is_micro_batched_by_opening_with_the_gradient_of_one_batch() -> None:
+    """Two apps' prompts (openings longer than OPENING tokens) interleaved A, B, A, B: micro-batches of 2 are
+    [A, A] and [B, B] (each runs its shared prompt once) and accumulate to the gradient of the whole batch."""
+    from training.rl.trainer import OPENING, micro_batches
+
+    def app_traj(app: int, group: int, sample: int, completion: list[int], reward: float) -> Trajectory:
+        seq = SequenceBuilder([app + (i % 40) for i in range(OPENING + 6)] + [50 + sample])
+        seq.add_completion(completion, [-1.0] * len(completion), version=0)
+        return Trajectory(task_id=f"t{group}", group=group, sample=sample, tokens=seq.tokens, mask=seq.mask,
+                          logprobs=seq.logprobs, chunks=seq.chunks, versions=seq.versions, reward=reward)
+
+    trajs = [app_traj(5, 0, 0, [20, 21], 1.0), app_traj(9, 1, 0, [22], 0.0), app_traj(5, 0, 1, [23], 0.0),
+             app_traj(9, 1, 1, [24, 25, 26], 1.0)]
+    assert micro_batches(trajs, 2) == [[0, 2], [1, 3]]
+    grads = []
+    for micro in (2, 8):
+        model = _model()
+        trainer = PolicyTrainer(model, 1, TrainerSettings(lr=1e-3, micro_batch=micro, advantage="grpo",
+                                                          max_grad_norm=1e9))
+        trainer.rl_step(trajs)
+        grads.append([p.grad.clone() for p in model.parameters()])
+    for split, whole in zip(*grads, strict=True):
+        torch.testing.assert_close(split, whole, atol=1e-6, rtol=1e-4)
