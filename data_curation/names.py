@@ -113,7 +113,8 @@ _PERSON_BEFORE = re.compile(
     r"(?:\b(?:tell|ask|thank|thanks|thx|ty|love you|miss you|happy (?:birthday|bday|anniversary|graduation|"
     r"retirement)|congrats|congratulations|mazel tov|dear|meet|with love,?|hugs,?|gift for|present for|"
     r"surprise for|something for|card for|cake for|note for|engraving for|(?:it's|its|it is|this is|these are|"
-    r"that's|that is|that was|they're|they are|one is|both are|all are) for|to:|for:|from:)\s*,?\s*$)",
+    r"that's|that is|that was|they're|they are|one is|both are|all are) for|to:|for:|from:|(?:and|&|\+) me|"
+    r"(?:parcel|package|order|delivery|box|gift|present) for)\s*,?\s*$)",
     re.IGNORECASE,
 )
 # Cues strong enough that the name needs no punctuation after it: "tell Mercy the booking is sorted".
@@ -135,15 +136,18 @@ _PERSON_AFTER = re.compile(
 # "can Sipho pick it up", "Could Liberty please sign": a modal, the name, then an action.
 _MODAL_BEFORE = re.compile(r"(?i:\b(?:can|could|would|will|should|did|does|may|might|has|have)\s*$)")
 _ACTION_AFTER = re.compile(r"(?i:\s+(?:please\s+|also\s+|just\s+)?(?:pick|sign|collect|come|get|take|receive|be|have|"
-                           r"call|text|grab|bring|pay|use|see|check|accept|open)\b)")
+                           r"call|text|grab|bring|pay|use|see|check|accept|open|try|wear|return|exchange|swap|join)\b)")
 # Words before a lower-case name: "its for kwame", "my mom rosa-linda", "for ikaika kahananui".
 _LOWER_CUE = re.compile(r"(?:\bfor|\bto|\bfrom|\bwith|\bmom|\bmum|\bdad|\bson|\bdaughter|\bwife|\bhusband|\bfriend|"
                         r"\bbrother|\bsister|\bniece|\bnephew|\bbaby|\bgrandma|\bgrandpa|\babuela|\babuelo|\bboss|"
                         r"\bpartner|\bbf|\bgf|\bcousin|\baunt|\buncle|\bshout out(?: to)?|\bask|@)\s*$")
 # A name closing a message: after a sentence end, a dash or nothing at all (the whole message).
 _SIGN_OFF = re.compile(r"(?:^|[.!?\n]\s+|\s[-—–~]\s*|^[-—–~]\s*|(?i:\b(?:love|thanks|thx|cheers|regards|best|xoxo|xx|bye|"
-                       r"ciao|merci|danke|gracias|obrigad[oa]|grazie|tack|dziękuję|спасибо),?\s+))"
-                       rf"(?P<n>{_LET}++(?:['’\-]{_LET}++)*(?: {_LET}++(?:['’\-]{_LET}++)*){{0,2}})\s*[.!❤️🙏😊🙂✨💕♥]*\s*$")
+                       r"ciao|merci|danke|gracias|obrigad[oa]|grazie|tack|dziękuję|спасибо|groetjes|groeten|grüße|gruß|"
+                       r"saludos|abraços|beijos|bisous|cordialement|pozdrawiam|pozdrav|mvh|hälsningar|terveisin|"
+                       r"selamlar|saygılarımla|с уважением),?\s+))"
+                       rf"(?P<n>{_LET}++(?:['’\-]{_LET}++)*(?: {_LET}++(?:['’\-]{_LET}++)*){{0,3}})"
+                       r"\s*[.!❤️🙏😊🙂✨💕💛♥]*\s*['\"’”]?\s*[.!]?\s*$")
 # A name before an honorific or a copula, in scripts without spaces: "田中さくら です", "김민지입니다".
 _CJK_HONORIFIC = re.compile(r"(?<![\u4e00-\u9fff\u3040-\u30ff])([\u4e00-\u9fff]{1,3}[\u3040-\u30ff]{0,4}|[\u30a0-\u30ff]{2,8}"
                             r"|[\u3041-\u3093]{2,4}(?=ちゃん|さん|くん|様|さま))"
@@ -182,7 +186,7 @@ _PLACE_HEADS = frozenset("mt mount lake cape saint san santa são port fort isla
 _VIET_SURNAMES = frozenset("nguyễn trần lê phạm hoàng huỳnh phan vũ võ đặng bùi đỗ hồ ngô dương lý đinh trương "
                            "lâm mai cao tạ quách lương".split())
 # Joins between names in a list: "Kemi and Tobi", "Hodan & Farhiya", "Minh, Khoa y Lan".
-_COORD = re.compile(r"\s*(?:,\s*(?:and\s+|&\s+)?|\s(?:and|&|\+|y|e|und|et|và|и|ve)\s+)|['\"’”]\s+not\s+")
+_COORD = re.compile(r"\s*(?:,\s*(?:and\s+|&\s+)?|\s(?:and|&|\+|y|e|und|et|và|и|ve)\s+)|['\"’”]\s+not\s+|\s*\((?=[^()]{2,40}\))")
 _CONJUNCTIONS = frozenset({"and", "y", "e", "und", "et", "và", "и", "ve"})
 _SHIP_CUE = re.compile(r"\b(?:send|ship|deliver|post|mail)(?: it| them| this| that)? to\s*$")
 _GREETING = re.compile(
@@ -212,6 +216,7 @@ sukienka torebka kurtka spódnica buty płaszcz sweter sofa krzesło
 платье сумка куртка юбка пальто туфли кроссовки свитер диван духи
 elbise çanta ceket etek ayakkabı kazak koltuk parfüm
 """.split())
+_SURNAME_CUE = re.compile(r"(?i)nachname|surname|last name|family name|apellido|cognome|sobrenome|achternaam")
 _LISTED_AFTER = re.compile(r"\s+(?:and|&|or)\s+[A-Z][\w'’-]*(?:\s+[A-Z][\w'’-]*)?")
 # A self-introduction or signature: what follows is a name even when it is also a place ("I'm Austin").
 _SELF_CUE = re.compile(r"(?:\bmy name is|\bname is|\bname's|\bname:|\bi'm|\bi am|\bim|\bcall me|\bregards,?|"
@@ -587,6 +592,10 @@ class NameFinder:
         if m is None or lex is None:
             return []
         words = [_Tok(w.start() + m.start("n"), w.end() + m.start("n"), w.group()) for w in _TOKEN.finditer(m.group("n"))]
+        if len(words) == 4 and not any(w.key in _PARTICLES for w in words):
+            return []  # four words only with a particle: "Jan-Willem van den Heuvel"
+        inner = [w for w in words[1:-1] if w.key not in _PARTICLES]  # "van den" inside a name
+        words = [words[0], *inner, words[-1]] if len(words) > 2 else words
         if not words or any(w.key in _NOT_NAMES or w.key in self.protected for w in words) \
                 or lex.is_place(" ".join(w.key for w in words)) or self._product_context(text, words):
             return []  # a message that is only "Jimmy Choo Bing" or "Hugo Boss Bottled" names a product
@@ -640,15 +649,21 @@ class NameFinder:
             if words is None:
                 continue
             toks = [w for w in _TOKEN.finditer(words.group())]
-            keep = []
+            keep: list[re.Match[str]] = []
             for w in toks:
                 key = w.group().casefold()
                 tok = _Tok(w.start(), w.end(), w.group())
                 namey = self._lexical_name(tok) or key in self.known or (tok.titled and (
                     key not in lex.common or lex.is_name(key)))
+                if all(k.group() in _PARTICLES for k in keep) and key in _PARTICLES and tok.text.islower() \
+                        and len(toks) > 1 and _SURNAME_CUE.search(m.group()):
+                    keep.append(w)  # "Nachname: von Bredow-Hagen"
+                    continue
                 if key in _NOT_NAMES or key in self.protected or (tok.latin and not namey):
                     break
                 keep.append(w)
+            while keep and keep[-1].group().casefold() in _PARTICLES:
+                keep.pop()  # "nombre: de …" is no name
             if keep:
                 out.append((m.end() + keep[0].start(), m.end() + keep[-1].end()))
         return out
@@ -714,6 +729,8 @@ class NameFinder:
             return None
         run = run[:4]
         before = text[max(0, run[0].start - 40) : run[0].start].casefold().replace("’", "'")
+        if before.endswith("(") and text[run[-1].end : run[-1].end + 1] == ")":
+            before = before[:-1]  # "my kid (Kai'lani)", "and me (Lee Dong-hyun)": the cue before the brackets
         after_boundary = bool(_BOUNDARY.match(text, run[-1].end))
         keys = [t.key for t in run if t.key not in _PARTICLES]
         end = run[-1].end - (2 if run[-1].text[-2:] in ("'s", "’s") else 0)  # "Hannah's" -> "Hannah"

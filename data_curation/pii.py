@@ -229,6 +229,8 @@ _ADDRESS_STOP = re.compile(
     r"|电话|電話|手机|手機|收件人|收货人|收貨人|联系人|連絡先|携帯|받는 ?사람|연락처|전화|เบอร์|โทร|ผู้รับ|جوال|هاتف|"
     r"المستلم|טלפון|נייד|тел\.?|телефон|получатель|[、，,]\s*(?=[^\s、，,]{1,8}(?: [^\s、，,]{1,8})?\s*(?:宛|様))"
     r"|\s[—–]\s*(?=[^\d\s,]{2,12}(?: [^\d\s,]{2,12})?\s*$)"
+    r"|(?<=[.!?] )(?i:groetjes|groeten|(?:best |kind )?regards|thanks|thank you|thx|cheers|saludos|grüße|gruß|merci|"
+    r"cordialement|bisous|love|obrigad[oa]|grazie|gracias|danke)\b"
 )
 _PHONE_CANDIDATE = re.compile(r"(?<![0-9A-Za-zÀ-ɏ_+])(?:\+\s?)?\(?\d(?:[\d().\-/]|[ \t](?=[\d(+]))*\d\)?")
 _PHONE_CUE = re.compile(r"(?i)\b(?:call|phone|tel|tlf|tfn|telefon|telefone|teléfono|telefono|telephone|mobile|mob|cell|"
@@ -515,7 +517,10 @@ def _cover_tails(text: str, found: list[Detection], tails: list[tuple[int, int]]
         for d in [*(d for d in found if d.start < b and d.end > a), Detection(b, b, "ADDRESS")]:
             piece = text[pos : min(d.start, b)] if d.start > pos else ""
             if piece:
-                rest = _ADDRESS_STOP.sub(lambda m: " " * len(m.group()), piece)
+                chars = list(piece)
+                for m in _ADDRESS_STOP.finditer(text, pos, pos + len(piece)):  # the cue words themselves are no value
+                    chars[m.start() - pos : m.end() - pos] = " " * (m.end() - m.start())
+                rest = "".join(chars)
                 core = re.search(r"[^\W_](?:.*[^\W_])?", rest, re.S)
                 if core is not None and (any(c.isdigit() for c in core.group()) or any(
                         w.casefold() not in _TAIL_FILLER for w in re.findall(r"[^\W\d_]+", core.group()))):

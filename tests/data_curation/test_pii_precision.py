@@ -75,6 +75,14 @@ REMOVED = [
     ("the dress is for Valentina, my niece", "the dress is for <NAME>, my niece"),
     ("my steuer id is 12 345 678 901", "my steuer id is <NATIONAL_ID>"),
     ("EAN 4006381333931 on the box", "EAN 4006381333931 on the box"),  # a barcode, not a 13-digit id
+    # names in brackets after a cue or a name, after a surname cue with a particle, sign-offs in more languages
+    ("my daughter (Saoirse) loves the unicorn one", "my daughter (<NAME>) loves the unicorn one"),
+    ("for 박지민 (Ji-min Park) please", "for <NAME> (<NAME>) please"),
+    ("Nachname: van der Lubbe-Okafor", "Nachname: <NAME>"),
+    ("au nom de Ousmane Sow à la place", "au nom de <NAME> à la place"),
+    ("the box was crushed. Groetjes, Marijke van der Velde", "the box was crushed. Groetjes, <NAME>"),
+    ("can Thanh Hương try it on first?", "can <NAME> try it on first?"),
+    ("Keizersgracht 12, 1015 CS Amsterdam. Groetjes, Marijke", "<ADDRESS>. Groetjes, <NAME>"),
     # an address ends at a phone, person or customer-number cue; each value keeps its type
     ("Flat 2, 18 Park Road, Leeds LS6 2AB, tel 07700 900461", "<ADDRESS>, tel <PHONE>"),
     ("广州市天河区体育西路 55 号 1802 室，收件人 黄思远，电话 139 2233 4455", "<ADDRESS>，收件人 <NAME>，电话 <PHONE>"),
