@@ -124,7 +124,7 @@ hotel hostel museum gallery cathedral church palace castle tower bridge market p
 beach temple shrine mosque chapel abbey library theatre theater cafe café restaurant bar bistro bakery fountain
 falls lake river mountain hill island bay harbour harbor pier zoo aquarium stadium arena
 cocotte sunrise sunset safari ruins camp snorkelling snorkeling diving
-jersey jerseys figure figures plush plushie doll dolls costume costumes bear mug mugs poster posters merch bulbs
+jersey jerseys figure figures plush plushie doll dolls costume costumes mug mugs poster posters merch bulbs
 syrup soap mix shampoo conditioner lotion cream balm sanctuary grotto edition tickets ticket observatory birthplace
 gardens wineries winery walk climb wreath seeds oil tea chocolate candles controllers lunchbox sticker stickers
 keychain figurine figurines lego funko plushies toy toys game games cards album vinyl tour merch hoodie

@@ -105,6 +105,10 @@ REMOVED = [
     ("ІПН 2894107563 для митниці", "ІПН <NATIONAL_ID> для митниці"),
     ("AMKA 15048801234 please", "AMKA <NATIONAL_ID> please"),
     ("ת.ז. 314159260", "ת.ז. <NATIONAL_ID>"),
+    ("KRA PIN A009221834K for customs", "KRA PIN <NATIONAL_ID> for customs"),
+    ("mi C.I. es 3.918.442-6", "mi C.I. es <NATIONAL_ID>"),
+    ("CCCD 079204001234 của em", "CCCD <NATIONAL_ID> của em"),
+    ("I love the TC 2019 edition", "I love the TC 2019 edition"),  # a short acronym needs 6+ digits after it
     # order ids after more cue words, with dots; not phones
     ("Bestellnummer 302-44871-19 fehlt", "Bestellnummer <ORDER_ID> fehlt"),
     ("confirmation number 4102.883.517 on the app", "confirmation number <ORDER_ID> on the app"),
