@@ -25,7 +25,7 @@ from collections.abc import Iterator
 _L = r"[^\W\d_]"  # a letter of any script
 _CAP = r"[A-ZÀ-ÞĀ-ſ][^\W\d_]*(?:['’.-][^\W\d_]+)*\.?"  # capitalised word (Latin)
 _WORD = r"[^\W\d_]+(?:['’.-][^\W\d_]+)*\.?"
-_NUM = r"\d{1,5}(?:\s?(?:bis|ter|quater|[A-Za-z])(?![^\W\d_]|\.))?(?:[-/]\d{1,4}[A-Za-z]?)?"
+_NUM = r"\d{1,5}(?:\s?(?:bis|ter|quater|[A-Za-z])(?![^\W\d_]|\.))?(?:[-/]\d{1,4}(?:hg|hs|bv|[A-Za-z])?|-[IVX]{1,4}\b)?"
 _LINK = r"(?:de|del|de la|de las|de los|da|das|do|dos|della|delle|di|du|des|la|le|les|l'|d'|van|von|der|den|het|y|e)"
 
 _PREFIX_TYPES = (
@@ -58,12 +58,12 @@ _SUFFIX_GLUED = (
 _UNIT = (
     r"(?:apt\.?|apartment|apto\.?|apartamento|appartement|app\.?|appt\.?|suite|ste\.?|unit|flat|floor|fl\.?|"
     r"room|rm\.?|piso|planta|puerta|pta\.?|esc\.?|escalera|bloco|bloque|bl\.?|dpto\.?|depto\.?|departamento|"
-    r"wohnung|whg\.?|etage|étage|stock|og|lok\.?|m\.|mieszkanie|interior|interno|int\.?|scala|casa|lote|lot|plot|"
+    r"wohnung|whg\.?|etage|étage|stock|og|lok\.?|m\.|mieszkanie|interior|interno|int\.?|scala|piano|casa|lote|lot|plot|"
     r"house|hse|house no\.?|villa|dorm|bldg\.?|building|tower|torre|blk\.?|block|daire:?|d:|kat:?|lgh|bus|boîte|"
     r"no\.?|no:|nr\.?|nº|n°|#|kamar|phòng|quarto|habitación|hab\.|chambre|zimmer|stanza|oda|pmb|"
     r"д\.|дом|кв\.|квартира|корп\.|стр\.)"
 )
-_UNIT_PHRASE = rf"(?:{_UNIT}\s*[A-Za-z]?\d{{1,5}}[A-Za-z]?(?:[-/]\d{{1,4}}[A-Za-z]?)?|\d{{1,2}}F\b|\d{{1,3}}(?:st|nd|rd|th|º|ª|°|\.)?\s*(?:floor|fl\.?|piso|andar|etage|étage|stock|og)|\d{{1,3}}\s?[º°ª]\s?[A-Za-z]?|{_UNIT}\s+[A-Z]\b)"
+_UNIT_PHRASE = rf"(?:{_UNIT}\s*[A-Za-z]?\d{{1,5}}[A-Za-z]?(?:[-/]\d{{1,4}}[A-Za-z]?)?|\d{{1,2}}F\b|\d{{1,3}}(?:st|nd|rd|th|º|ª|°|\.)?\s*(?:floor|fl\.?|piso|andar|etage|étage|stock|og)(?:\s+(?:links|rechts|mitte|li|re))?|\d{{1,3}}\s?[º°ª]\s?[A-Za-z]?|{_UNIT}\s+[A-Z]\b)"
 _POSTCODES = (
     r"\d{5}-\d{3}",  # Brazil
     r"\d{5}(?:-\d{4})?",  # US, DE, FR, ES, IT, MX...

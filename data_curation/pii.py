@@ -483,11 +483,13 @@ def _addresses(text: str) -> Iterator[Detection]:
     spans.sort()
     merged: list[list[int]] = []
     for s, e in spans:
-        if merged and (s < merged[-1][1] or re.fullmatch(r"[\s,(]{0,3}", text[merged[-1][1] : s])):
+        if merged and (s < merged[-1][1] or _ADDRESS_GAP.fullmatch(text, merged[-1][1], s)):
             merged[-1][1] = max(merged[-1][1], e)
         elif e > s:
             merged.append([s, e])
     for s, e in merged:
+        if e < len(text) and text[e] == "." and re.search(r"(?<![^\W\d_])[A-Z][a-z]{1,3}$", text[s:e]):
+            e += 1  # "… 36000 Guanajuato, Gto.": a state's abbreviation keeps its full stop
         yield Detection(s, e, "ADDRESS")
 
 
@@ -508,6 +510,9 @@ def _cut_addresses(text: str, found: list[Detection]) -> tuple[list[Detection], 
     return out, tails
 
 
+# Between two address spans: commas and brackets, or up to three capitalised words or abbreviations
+# ("…Quận 1, TP. Hồ Chí Minh 700000": "TP. Hồ Chí" between the district and the city with its post code).
+_ADDRESS_GAP = re.compile(r"[\s,(]{0,3}(?:[A-ZÀ-ÞĐ][^\W\d_]{0,11}\.?\s+){0,3}")
 _TAIL_FILLER = frozenset("is are was the a an to for of and or please pls my his her their our name number no nr "
                          "de la le el der die das und et y e".split())
 

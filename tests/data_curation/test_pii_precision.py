@@ -90,6 +90,12 @@ REMOVED = [
     # what no rule claims after the cut stays scrubbed (as ADDRESS): cutting never lets a value through
     ("4/12 Ocean View Road, Bandra West, Mumbai 400050, contact Anjali 98200 12345",
      "<ADDRESS>, contact <ADDRESS> <PHONE>"),
+    # addresses: a state's abbreviation keeps its full stop, Italian floors, Dutch house-number suffixes,
+    # capitalised words and abbreviations between two address pieces ("TP. Hồ Chí Minh")
+    ("Calle Real 12, Centro, 37000 León, Gto.", "<ADDRESS>"),
+    ("Via Roma 14, scala B piano 2, 20121 Milano MI", "<ADDRESS>"),
+    ("Prinsengracht 85-2hg, 1015 DR Amsterdam", "<ADDRESS>"),
+    ("address: 12/4 Lê Lợi, Phường Bến Nghé, Quận 1, TP. Hồ Chí Minh 700000", "address: <ADDRESS>"),
     # a name after an honorific opening an address is a NAME; "Shop No. 14" opens the address
     ("Mme Odile Marchetti, 3 rue du Bac, 75007 Paris", "Mme <NAME>, <ADDRESS>"),
     ("Shop No. 7, Hill Road, Bandra West, Mumbai 400050", "<ADDRESS>"),
