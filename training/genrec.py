@@ -30,6 +30,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
@@ -136,6 +137,27 @@ class SidRec(nn.Module):
             nn.init.normal_(m.weight, std=0.02)
         if isinstance(m, nn.Linear) and m.bias is not None:
             nn.init.zeros_(m.bias)
+
+    def warm_start(self, init: SidInit) -> None:
+        """Start from the item-id model: its encoder (positions, input norm, layers) and its output head (norm and
+        MLP) for level 1, and each level's code embeddings from that level's centroids (the suffix level keeps
+        its init). Only weights of the same shape are copied: the item-id model must share this encoder's
+        settings."""
+        own = self.state_dict()
+        shared = ("pos_emb.", "emb_norm.", "encoder.", "level_norm.0.", "level_mlp.0.")
+        for key, value in init.item_model.items():
+            if key.startswith(shared) and key in own:
+                if own[key].shape != value.shape:
+                    raise SidRecError(f"warm start: {key} is {tuple(value.shape)} in the item-id model, "
+                                      f"{tuple(own[key].shape)} here")
+                own[key] = value.clone()
+        for lv, c in enumerate(init.centroids[:len(self.sizes)]):
+            weight = own[f"code_emb.{lv}.weight"]
+            if c.shape[1] != weight.shape[1]:
+                raise SidRecError(f"warm start: level {lv} centroids are {c.shape[1]}-d, embeddings "
+                                  f"{weight.shape[1]}-d")
+            weight[:] = torch.as_tensor(c[:weight.shape[0]])
+        self.load_state_dict(own)
 
     # ------------------------------------------------------------------------------------------- encoder
     def encode(self, items: torch.Tensor) -> torch.Tensor:
@@ -445,6 +467,10 @@ class SidCodesConfig(BaseModel):
     balanced: bool = Field(default=True, description="Capacity-constrained assignment (default true).")
     pretrain_epochs: int = Field(default=20, ge=1, description="Most epochs of the `learned` source's item-id model "
                                  "(early stopping after 5 without a better validation NDCG@10). Default 20.")
+    warm_start: bool = Field(default=False, description="`learned` only: the SID model starts from the item-id "
+                             "model's encoder, and each level's code embeddings from that level's k-means "
+                             "centroids, so an item's input (the sum of its codes) starts as its quantised item-id "
+                             "embedding. Default false.")
     dim: int = Field(default=64, ge=2, description="Dimensions of the `cooccurrence` SVD (default 64).")
     window: int = Field(default=10, ge=1, description="Co-occurrence window of `cooccurrence` (default 10).")
 
@@ -490,12 +516,23 @@ def cooccurrence_embeddings(rows: Sequence[Sequence[int]], n_items: int, dim: in
     return out
 
 
+@dataclass
+class SidInit:
+    """Where a SID model can start (:meth:`SidRec.warm_start`): the item-id model's weights, and each SID level's
+    k-means centroids in that model's item-embedding space."""
+
+    item_model: dict[str, torch.Tensor]
+    centroids: list[np.ndarray]
+
+
 def learned_embeddings(rows: Sequence[Sequence[int]], n_items: int,
                        valid: tuple[Sequence[Sequence[int]], Sequence[int]] | None, model_cfg: SidRecConfig,
-                       epochs: int, progress: Progress | None = None) -> tuple[np.ndarray, dict[str, Any]]:
+                       epochs: int, progress: Progress | None = None,
+                       state: dict[str, torch.Tensor] | None = None) -> tuple[np.ndarray, dict[str, Any]]:
     """Train the model with one code per item (``codes = [[0], [1], …]``: an item-id sequential recommender with
     this model's encoder, tied embeddings, parallel head) and return its item table ``(n_items, hidden)`` (with
-    tied embeddings the input and output tables are one), plus its training info."""
+    tied embeddings the input and output tables are one), plus its training info. ``state``, when given, receives
+    the trained model's weights."""
     cfg = model_cfg.model_copy(update={"head": "parallel", "tie": True, "epochs": epochs, "patience": 5,
                                        "beam_size": 0})
     torch.manual_seed(cfg.seed)
@@ -504,17 +541,22 @@ def learned_embeddings(rows: Sequence[Sequence[int]], n_items: int,
     table = model.code_emb[0]
     assert isinstance(table, nn.Embedding)
     x = table.weight.detach().numpy().astype(np.float32)
+    if state is not None:
+        state.update({k: v.detach().clone() for k, v in model.state_dict().items()})
     return np.ascontiguousarray(x), info
 
 
-def quantise(x: np.ndarray, cfg: SidCodesConfig, seed: int, popularity: np.ndarray | None = None) -> np.ndarray:
+def quantise(x: np.ndarray, cfg: SidCodesConfig, seed: int, popularity: np.ndarray | None = None,
+             centroids: list[np.ndarray] | None = None) -> np.ndarray:
     """(N, levels + 1) codes: balanced residual k-means of ``x`` plus a collision suffix (the most popular item of
-    a group of equal codes gets suffix 0)."""
+    a group of equal codes gets suffix 0). ``centroids``, when given, receives each level's (K_l, D) centroids."""
     from sid.quantize import ResidualKMeans, RQKMeansConfig, add_collision_suffix
 
     size = min(cfg.codebook_size, len(x))
     q = ResidualKMeans(RQKMeansConfig(levels=cfg.levels, codebook_size=size, balanced=cfg.balanced, seed=seed))
     codes = q.fit(x).encode(x)
+    if centroids is not None:
+        centroids.extend(np.asarray(c, np.float32) for c in q.centroids)
     order = None if popularity is None else -np.asarray(popularity, np.float64)
     return add_collision_suffix(codes, order)
 
@@ -522,18 +564,26 @@ def quantise(x: np.ndarray, cfg: SidCodesConfig, seed: int, popularity: np.ndarr
 def build_codes(train_rows: Sequence[Sequence[int]], n_items: int,
                 valid: tuple[Sequence[Sequence[int]], Sequence[int]] | None, model_cfg: SidRecConfig,
                 codes_cfg: SidCodesConfig, seed: int, item_texts: Callable[[], list[str]] | None = None,
-                cache_dir: Any = None, progress: Progress | None = None) -> tuple[np.ndarray, dict[str, Any]]:
-    """Every item's SID from ``codes_cfg.source``: (N, levels + 1) codes (N, 1 for ``item``) and what was done.
-    ``item_texts`` gives the items' texts in row order (``text`` only; MiniLM, cached in ``cache_dir``)."""
+                cache_dir: Any = None, progress: Progress | None = None
+                ) -> tuple[np.ndarray, dict[str, Any], SidInit | None]:
+    """Every item's SID from ``codes_cfg.source``: (N, levels + 1) codes (N, 1 for ``item``), what was done, and
+    where the SID model starts (``codes_cfg.warm_start`` with the ``learned`` source; else None). ``item_texts``
+    gives the items' texts in row order (``text`` only; MiniLM, cached in ``cache_dir``)."""
+    if codes_cfg.warm_start and codes_cfg.source != "learned":
+        raise SidRecError(f"sid_codes.warm_start needs source 'learned' (the item-id model), not "
+                          f"{codes_cfg.source!r}")
     t0 = time.perf_counter()
     info: dict[str, Any] = {}
+    state: dict[str, torch.Tensor] = {}
+    centroids: list[np.ndarray] = []
     popularity = np.bincount(np.concatenate([np.asarray(r, np.int64) for r in train_rows] or [np.zeros(0, np.int64)]),
                              minlength=n_items)
     if codes_cfg.source == "item":
         codes = np.arange(n_items)[:, None]
     else:
         if codes_cfg.source == "learned":
-            x, pre = learned_embeddings(train_rows, n_items, valid, model_cfg, codes_cfg.pretrain_epochs, progress)
+            x, pre = learned_embeddings(train_rows, n_items, valid, model_cfg, codes_cfg.pretrain_epochs, progress,
+                                        state)
             info["pretrain"] = {k: v for k, v in pre.items() if k != "curve"}
         elif codes_cfg.source == "cooccurrence":
             x = cooccurrence_embeddings(train_rows, n_items, codes_cfg.dim, codes_cfg.window, seed)
@@ -543,10 +593,10 @@ def build_codes(train_rows: Sequence[Sequence[int]], n_items: int,
             from infra.text_encoder import encode_cached
 
             x = encode_cached(item_texts(), cache_dir)
-        codes = quantise(np.ascontiguousarray(x, np.float32), codes_cfg, seed, popularity)
+        codes = quantise(np.ascontiguousarray(x, np.float32), codes_cfg, seed, popularity, centroids)
     info["sids"] = {"source": codes_cfg.source, "shape": list(codes.shape),
                     "levels": [int(codes[:, lv].max()) + 1 for lv in range(codes.shape[1])],
                     "collision_rate": round(float((codes[:, -1] > 0).mean()), 4) if codes.shape[1] > 1 else 0.0,
                     "max_suffix": int(codes[:, -1].max()) if codes.shape[1] > 1 else 0,
                     "seconds": round(time.perf_counter() - t0, 1)}
-    return codes, info
+    return codes, info, (SidInit(state, centroids) if codes_cfg.warm_start else None)

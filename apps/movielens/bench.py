@@ -440,7 +440,7 @@ def _fit_sid_rec(cfg: MovieLensBenchConfig, data: LeaveOneOut, items: list[Item]
     row = {item: r for r, item in enumerate(ids)}
     train = [[row[i] for i in data.train(u)] for u in data.users]
     valid = (train, [row[data.timelines[u][-2]] for u in data.users])
-    codes, info = build_codes(train, len(ids), valid, model_cfg, codes_cfg, cfg.seed,
+    codes, info, init = build_codes(train, len(ids), valid, model_cfg, codes_cfg, cfg.seed,
                               lambda: [item_text(i) for i in items], _cache_dir(cfg),
                               _prefixed(progress, "sid codes: item-id model"))
     info = {"codes": codes_cfg.model_dump(), "config": model_cfg.model_dump(), **info}
@@ -450,6 +450,8 @@ def _fit_sid_rec(cfg: MovieLensBenchConfig, data: LeaveOneOut, items: list[Item]
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(cfg.seed)
         model = SidRec(codes, model_cfg)
+        if init is not None:
+            model.warm_start(init)
         training = fit_sid_rec(model, train, valid, _prefixed(progress, "sid"))
     info["training"] = training
     info["parameters"] = sum(p.numel() for p in model.parameters())

@@ -63,6 +63,7 @@ from harness.catalog import Catalog
 from infra.layout import CATALOG_FILE, LOGS_FILE
 from infra.recordio import RecordReader
 from infra.threads import torch_threads
+from sid.build import item_text as catalog_item_text
 from training.genrec import SidCodesConfig, SidRec, SidRecConfig
 
 CASE_EVENTS: tuple[str, ...] = ("click", "cart", "purchase")
@@ -103,6 +104,9 @@ class NextItemData:
     test: list[Case]
     views: bool
     counts: dict[str, int] = field(default_factory=dict)
+    item_texts: list[str] = field(default_factory=list)
+    """Each item's text (:func:`sid.build.item_text`: title, brand, category, attributes), in ``item_ids``
+    order: what ``sid_codes.source: text`` embeds."""
 
 
 def context_events(session: Session, views: bool) -> list[tuple[str, str]]:
@@ -168,7 +172,7 @@ def load_next_item(curated: Path, views: bool = False) -> NextItemData:
     counts = {"items": len(catalog), "train_users": len(timelines),
               "train_events": sum(len(t) for t in timelines.values()), "test_cases": len(test),
               "test_sessions": len({c.session_id for c in test})}
-    return NextItemData(catalog.ids(), timelines, test, views, counts)
+    return NextItemData(catalog.ids(), timelines, test, views, counts, [catalog_item_text(i) for i in catalog])
 
 
 def training_part(timeline: Sequence[str]) -> list[str]:
@@ -337,7 +341,7 @@ def fit_sid(cfg: NextItemConfig, split: _Split, n_items: int, item_text: Callabl
     with torch.random.fork_rng(devices=[]):
         if codes_cfg.source == "text" and item_text is None:
             raise NextItemError("sid_codes.source 'text' needs the item texts: pass item_text")
-        codes, built = build_codes(split.train, n_items, valid, model_cfg, codes_cfg, cfg.seed, item_text,
+        codes, built, init = build_codes(split.train, n_items, valid, model_cfg, codes_cfg, cfg.seed, item_text,
                                    get_settings().cache_dir, _prefixed(progress, "sid codes: item-id model"))
         info: dict[str, Any] = {"codes": codes_cfg.model_dump(), "config": model_cfg.model_dump(),
                                 "valid_users": len(valid[1]), **built}
@@ -346,6 +350,8 @@ def fit_sid(cfg: NextItemConfig, split: _Split, n_items: int, item_text: Callabl
                      f"{info['sids']['collision_rate']:.1%} need a suffix")
         torch.manual_seed(cfg.seed)
         model = SidRec(codes, model_cfg)
+        if init is not None:
+            model.warm_start(init)
         info["training"] = fit_sid_rec(model, split.train, valid, _prefixed(progress, "sid"))
     info["parameters"] = sum(p.numel() for p in model.parameters())
     return model, info
@@ -419,7 +425,11 @@ def compare_next_item(data: NextItemData, cfg: NextItemConfig, progress: Progres
                       item_text: Callable[[], list[str]] | None = None) -> dict[str, Any]:
     """Train every method of ``cfg`` on ``data.timelines`` and rank ``data.test``; the report (see
     :func:`format_table`): per method the metrics overall, per event, on new-item / repeat / unseen targets,
-    train and eval seconds; ``paired``: ``sid - sasrec`` with its bootstrap CI over test sessions."""
+    train and eval seconds; ``paired``: ``sid - sasrec`` with its bootstrap CI over test sessions. ``item_text``
+    defaults to ``data.item_texts``."""
+    if item_text is None and data.item_texts:
+        texts = data.item_texts
+        item_text = lambda: texts  # noqa: E731
     row = {item: r for r, item in enumerate(data.item_ids)}
     split = _split(data.timelines, row)
     groups = {"new_item": np.array([c.target not in c.history for c in data.test]),

@@ -241,12 +241,43 @@ def test_quantise_gives_unique_codes_with_the_popular_item_first() -> None:
 
 def test_build_codes_per_source() -> None:
     rows = [[0, 1, 2, 3], [1, 2, 3, 4], [4, 5, 0, 1]] * 4
-    codes, info = build_codes(rows, 6, None, SidRecConfig(), SidCodesConfig(source="item"), seed=0)
+    codes, info, _ = build_codes(rows, 6, None, SidRecConfig(), SidCodesConfig(source="item"), seed=0)
     np.testing.assert_array_equal(codes, np.arange(6)[:, None])
     assert info["sids"]["collision_rate"] == 0.0 and info["sids"]["levels"] == [6]
     cfg = SidCodesConfig(source="cooccurrence", levels=1, codebook_size=2, dim=2, window=2)
-    codes, info = build_codes(rows, 6, None, SidRecConfig(), cfg, seed=0)
+    codes, info, _ = build_codes(rows, 6, None, SidRecConfig(), cfg, seed=0)
     assert codes.shape == (6, 2) and len({tuple(r) for r in codes.tolist()}) == 6  # unique after the suffix
     assert info["sids"]["levels"][0] == 2
     with pytest.raises(SidRecError, match="item_texts"):
         build_codes(rows, 6, None, SidRecConfig(), SidCodesConfig(source="text"), seed=0)
+
+
+def test_warm_start_begins_where_the_item_id_model_ended() -> None:
+    """Walks i -> i + 1 over 24 items. The item-id model learns them; a SID model warm-started from it (its encoder,
+    code embeddings = the k-means centroids of its item table) ranks the next item better before any training of
+    its own than a cold SID model (whose codes alone already carry some order); the copied weights are the item
+    model's."""
+    n = 24
+    rng = np.random.default_rng(0)
+    walks = [[(int(s) + t) % n for t in range(int(rng.integers(5, 9)))] for s in rng.integers(0, n, 120)]
+    hist = [[(s + t) % n for t in range(4)] for s in range(n)]
+    valid = (hist, [(s + 4) % n for s in range(n)])
+    model_cfg = SidRecConfig(context_items=6, hidden=32, inner=64, lr=3e-3, stride=3, dropout=0.0)
+    codes_cfg = SidCodesConfig(levels=2, codebook_size=6, pretrain_epochs=30, warm_start=True)
+    codes, info, init = build_codes(walks, n, valid, model_cfg, codes_cfg, seed=0)
+    assert init is not None and info["pretrain"]["valid_ndcg@10"] > 0.9
+    assert [c.shape for c in init.centroids] == [(6, 32), (6, 32)]
+    torch.manual_seed(0)
+    cold = SidRec(codes, model_cfg)
+    torch.manual_seed(0)
+    warm = SidRec(codes, model_cfg)
+    warm.warm_start(init)
+    torch.testing.assert_close(warm.state_dict()["encoder.layers.0.linear1.weight"],
+                               init.item_model["encoder.layers.0.linear1.weight"])
+    torch.testing.assert_close(warm.code_emb[1].weight, torch.as_tensor(init.centroids[1][:warm.sizes[1]]))
+    torch.testing.assert_close(warm.code_emb[2].weight, cold.code_emb[2].weight)  # the suffix level keeps its init
+    before_cold = ndcg_at(scores(cold, hist, hist), valid[1]).mean()
+    before_warm = ndcg_at(scores(warm, hist, hist), valid[1]).mean()
+    assert before_warm > before_cold + 0.15, (before_warm, before_cold)  # measured 0.68 vs 0.45
+    with pytest.raises(SidRecError, match="warm_start needs source 'learned'"):
+        build_codes(walks, n, None, model_cfg, SidCodesConfig(source="item", warm_start=True), seed=0)
