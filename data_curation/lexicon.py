@@ -128,6 +128,8 @@ jersey jerseys figure figures plush plushie doll dolls costume costumes mug mugs
 syrup soap mix shampoo conditioner lotion cream balm sanctuary grotto edition tickets ticket observatory birthplace
 gardens wineries winery walk climb wreath seeds oil tea chocolate candles controllers lunchbox sticker stickers
 keychain figurine figurines lego funko plushies toy toys game games cards album vinyl tour merch hoodie
+pizza minivan suv convertible hatchback sedan estate automatic hybrid toner cleanser moisturiser moisturizer primer
+concealer highlighter bronzer powder spray mask scrub exfoliant sunscreen spf
 """.split())
 
 

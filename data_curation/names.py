@@ -216,6 +216,10 @@ sukienka torebka kurtka spódnica buty płaszcz sweter sofa krzesło
 платье сумка куртка юбка пальто туфли кроссовки свитер диван духи
 elbise çanta ceket etek ayakkabı kazak koltuk parfüm
 """.split())
+# A name the message speaks to: at its start or after an @handle, before a request ("Tom pls show…").
+_VOCATIVE_BEFORE = re.compile(r"(?:^|@\w+\s+|^(?:omg|ok|okay|yes|yay|wow|hey|hi|hello|ayy|oh)\s*,?\s*)$")
+_VOCATIVE_AFTER = re.compile(r"(?i:\s*,?\s*(?:pls|plz|please|can you|could you|can u|could u|show|that colou?r|"
+                             r"you look|ur|your|you're|youre|is that)\b)")
 _SURNAME_CUE = re.compile(r"(?i)nachname|surname|last name|family name|apellido|cognome|sobrenome|achternaam")
 _LISTED_AFTER = re.compile(r"\s+(?:and|&|or)\s+[A-Z][\w'’-]*(?:\s+[A-Z][\w'’-]*)?")
 # A self-introduction or signature: what follows is a name even when it is also a place ("I'm Austin").
@@ -827,6 +831,11 @@ class NameFinder:
             return False
         if _PERSON_OBJECT.search(before) and not re.match(r"\s+(?:[A-Za-z]*\d|of\b|for\b|to\b|about\b)", text[run[-1].end :]):
             return True
+        if re.search(r"\b(?:thanks|thank you|thx|ty)\s*,?\s*$", before) and re.match(r"\s+for\b", text[run[-1].end :]):
+            return True  # "thanks Lily for the tips" (a livestream host)
+        if _VOCATIVE_BEFORE.search(before) and _VOCATIVE_AFTER.match(text, run[-1].end) and len(keys) == 1 \
+                and lex.is_name(head) and not lex.is_place(head) and (head not in lex.common or head in lex.top):
+            return True  # "@host Maria can you show the back?", "Tom pls show the size chart"
         return bool((_PERSON_BEFORE.search(before) or _PERSON_BEFORE_NARROW.search(before))
                     and (after_boundary or len(keys) >= 2))
 

@@ -62,6 +62,11 @@ KEPT = [
     "Petra by night tickets",
     # a lower-case pair with a common word and no cue
     "Mother's Day bouquet delivery to Leeds",
+    # brands, car models and cosmetics
+    "Alfa Romeo Giulia available in Milan?",
+    "Laura Geller baked powder",
+    "Glow Recipe watermelon toner",
+    "Margherita pizza gluten free",
 ]
 
 REMOVED = [
@@ -75,6 +80,12 @@ REMOVED = [
     ("the dress is for Valentina, my niece", "the dress is for <NAME>, my niece"),
     ("my steuer id is 12 345 678 901", "my steuer id is <NATIONAL_ID>"),
     ("EAN 4006381333931 on the box", "EAN 4006381333931 on the box"),  # a barcode, not a 13-digit id
+    # a livestream host spoken to: after an @handle or at the start before a request, thanked for something
+    ("@host Ximena can you show the back?", "@host <NAME> can you show the back?"),
+    ("Tomasz pls show the size chart", "<NAME> pls show the size chart"),
+    ("thanks Lily for the tips!", "thanks <NAME> for the tips!"),
+    ("Refund please to my card", "Refund please to my card"),  # a common word is no vocative
+    ("Ship to: Pieter van der Berg, Prinsengracht 518-III, 1017 KJ Amsterdam", "Ship to: <NAME>, <ADDRESS>"),
     # names in brackets after a cue or a name, after a surname cue with a particle, sign-offs in more languages
     ("my daughter (Saoirse) loves the unicorn one", "my daughter (<NAME>) loves the unicorn one"),
     ("for 박지민 (Ji-min Park) please", "for <NAME> (<NAME>) please"),
