@@ -49,10 +49,11 @@ baselines it compares against stay in ``eval/`` (:mod:`eval.baselines`, :mod:`ev
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -161,6 +162,9 @@ class MovieLensBenchConfig(BaseModel):
                               "BM25 query is the task message, which names the last 5).")
     threads: int = Field(default=1, ge=0, description="Torch threads (default 1: on a shared 2-core machine two "
                          "spinning OpenMP threads are several times slower); 0 = leave as is.")
+    workers: int = Field(default=2, ge=1, description="Processes that train the trained methods (sasrec, sid, "
+                         "sid-lm) side by side, each with `threads` threads (default 2: SASRec and the SID model "
+                         "at the same time on a 2-core machine); 1 = one after the other in this process.")
     n_boot: int = Field(default=2000, ge=0, description="Paired bootstrap resamples (over users) of the trained "
                         "methods against SASRec (default 2000; 0 = no CIs).")
     cache_dir: Path | None = Field(default=None, description="Embedding cache; None = settings.cache_dir.")
@@ -521,6 +525,40 @@ def _method(name: str, cfg: MovieLensBenchConfig, data: LeaveOneOut, items: list
     return ranked, train_s, eval_s, info
 
 
+TRAINED: tuple[Method, ...] = ("sasrec", "sid", "sid-lm")
+"""The methods that train a model (minutes each): the ones ``workers > 1`` trains in parallel processes."""
+
+
+@contextlib.contextmanager
+def _pool(parallel: bool, workers: int) -> Iterator[Any]:
+    """A spawn process pool of ``workers`` (a fork would copy this process's torch threads and locks), or None."""
+    if not parallel:
+        yield None
+        return
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+        yield pool
+
+
+def _method_in_worker(name: str, cfg_json: dict[str, Any]) -> tuple[list[list[str]], float, float, dict[str, Any]]:
+    """:func:`_method` in a worker process: reloads the world (a second or two) and prints its own progress."""
+    cfg = MovieLensBenchConfig.model_validate(cfg_json)
+    catalog, _ = Catalog.load(cfg.world / CATALOG_FILE)
+    items = list(catalog)
+    data = load_leave_one_out(cfg.world, catalog, cfg.max_users)
+    queries = [Query(text=data.queries[u], history=tuple(data.history(u)), exclude=frozenset(data.history(u)))
+               for u in data.users]
+    t0 = time.perf_counter()
+
+    def progress(line: str) -> None:
+        print(f"[{name} worker {time.perf_counter() - t0:7.1f}s] {line}", flush=True)
+
+    with torch_threads(cfg.threads):
+        return _method(name, cfg, data, items, queries, progress)
+
+
 def _cache_dir(cfg: MovieLensBenchConfig) -> Path:
     from infra.settings import get_settings
 
@@ -588,11 +626,23 @@ def run_movielens_benchmark(cfg: MovieLensBenchConfig, progress: Progress | None
     cfg.out.mkdir(parents=True, exist_ok=True)
     methods: dict[str, Any] = {}
     per_user: dict[str, dict[str, list[float]]] = {}
-    with torch_threads(cfg.threads):
-        for name in [m for m in METHODS if m in cfg.methods]:
-            if progress is not None:
+    names = [m for m in METHODS if m in cfg.methods]
+    trained = [m for m in names if m in TRAINED] if cfg.workers > 1 else []
+    with torch_threads(cfg.threads), _pool(len(trained) > 1, cfg.workers) as pool:
+        # only the fields set: a config re-read whole would have every field set and the presets turned off
+        futures = {name: pool.submit(_method_in_worker, name, cfg.model_dump(mode="json", exclude_unset=True))
+                   for name in trained} if len(trained) > 1 else {}
+        if futures and progress is not None:
+            progress(f"{', '.join(futures)}: training in {min(cfg.workers, len(futures))} worker processes "
+                     f"({cfg.threads} thread{'s' if cfg.threads != 1 else ''} each; their progress is printed "
+                     "by the workers)")
+        for name in names:
+            if progress is not None and name not in futures:
                 progress(f"{name}: start")
-            ranked, train_s, eval_s, info = _method(name, cfg, data, items, queries, progress)
+            if name in futures:
+                ranked, train_s, eval_s, info = futures[name].result()
+            else:
+                ranked, train_s, eval_s, info = _method(name, cfg, data, items, queries, progress)
             per_user[name] = _per_user(ranked, targets, cfg.k)
             methods[name] = {**_score(ranked, targets, cfg.k), "train_s": round(train_s, 2),
                              "eval_s": round(eval_s, 2), "users": len(ranked), **({"details": info} if info else {})}
