@@ -54,8 +54,11 @@ demo: $(STAMP)
 	@echo "  open http://127.0.0.1:$(DEMO_PORT)/   (a page to try the three agents)   ·   /docs (OpenAPI)"
 	@echo "  curl -s localhost:$(DEMO_PORT)/metrics"
 	@echo
+	@# The model answers shopping only: on held-out livestream questions the mixture agent loses to the reader
+	@# (0.377 vs 0.883) and its travel plans never parse (the fallback answers after ~20 s), so those two apps
+	@# answer from their fallbacks (degraded: no_model) until an agent beats them (README, "One agent for the three apps").
 	$(VENV)/bin/sidekick serve $(DEMO_DIR)/cascade-quick/final --world $(DEMO_DIR)/world --world $(DEMO_DIR)/livestream \
-		--world $(DEMO_DIR)/travel --port $(DEMO_PORT)
+		--world $(DEMO_DIR)/travel --model-app shopping --port $(DEMO_PORT)
 
 test: $(STAMP) browser
 	SIDEKICK_REQUIRE_BROWSER=1 $(PY) -m pytest -m "not slow" -q

@@ -610,6 +610,10 @@ def serve(
                                                     "engine.backend).")] = None,
     lend: Annotated[bool, typer.Option("--lend", help="Lend idle capacity to RL rollout from the start (needs "
                                        "--api-key; an RL config names this server in `lenders`).")] = False,
+    model_app: Annotated[list[str] | None, typer.Option("--model-app", help="An app whose turns the model answers "
+                                                        "(repeat for several); the other apps answer from their "
+                                                        "fallback (default: the config's model_apps, every app).")]
+    = None,
 ) -> None:
     """Serve the REST API (shopping, livestream, travel, OpenAI-compatible chat); OpenAPI docs at /docs."""
     import uvicorn
@@ -632,6 +636,8 @@ def serve(
         cfg.lending = cfg.lending.model_copy(update={"enabled": True})
     update = {k: v for k, v in {"dtype": dtype, "backend": engine}.items() if v is not None}
     cfg.engine = cfg.engine.model_copy(update=update)
+    if model_app:
+        cfg.model_apps = list(model_app)
     try:
         server = build_server(agent, world or [], cfg)
     except ServeSetupError as err:

@@ -98,7 +98,10 @@ def build_server(agent_dir: Path | None, worlds: Sequence[Path], config: ServeCo
     envs = load_apps(worlds)
     set_threads(config)
     model = _load_model(Path(agent_dir), envs, config) if agent_dir is not None else None
-    server = AgentServer({name: env.spec for name, env in envs.items()}, model, config)
+    try:
+        server = AgentServer({name: env.spec for name, env in envs.items()}, model, config)
+    except ValueError as e:  # a config that names apps this server does not serve
+        raise ServeSetupError(str(e)) from e
     if agent_dir is not None and server.front is not None:
         front = server.front
         server.reload = lambda: reload_weights(Path(agent_dir), front)

@@ -69,6 +69,9 @@ class ServeConfig(BaseModel):
     max_session_messages: int = Field(40, ge=4, description="Messages a session keeps (first intent + latest).")
     redis_url: str | None = Field(None, description="redis://host:port/db for shared sessions; None = in memory.")
     api_key: str | None = Field(None, description="Key for admin routes (header X-API-Key); None = admin off.")
+    model_apps: list[str] | None = Field(None, description="The apps whose turns the model answers; every other "
+                                         "served app answers from its fallback only (degraded: no_model), e.g. "
+                                         "an app the agent was measured to lose on. None = every app.")
     lending: LendingConfig = Field(default_factory=LendingConfig, description="Idle capacity lent to RL rollout "
                                    "(serving/lending.py); the admin routes /admin/lending turn it on and off.")
 
@@ -150,7 +153,11 @@ class AgentServer:
         c = self.config
         loop_cfg = LoopConfig(max_new_tokens=c.max_new_tokens, max_prompt_tokens=c.max_prompt_tokens)
         sid_map = self.model.sid.sid_map if self.model and self.model.sid else None
-        self.apps = {name: ServedApp(spec, AgentLoop(spec, self.model, self._grounder(spec, sid_map), loop_cfg))
+        if c.model_apps is not None and set(c.model_apps) - set(apps):
+            raise ValueError(f"model_apps names {sorted(set(c.model_apps) - set(apps))}, not served here "
+                             f"(served: {sorted(apps)})")
+        self.apps = {name: ServedApp(spec, AgentLoop(spec, self._model_for(name), self._grounder(spec, sid_map),
+                                                     loop_cfg))
                      for name, spec in apps.items()}
         if self.model is not None:  # what the apps' tools load on first use is loaded now, not in a request's budget
             for spec in apps.values():
@@ -177,6 +184,11 @@ class AgentServer:
     def _serving_work(self) -> None:
         if self.lender is not None:
             self.lender.preempt()
+
+    def _model_for(self, app: str) -> ModelAccess | None:
+        """The model for ``app``'s turns: None (fallback only) for an app ``config.model_apps`` leaves out."""
+        wanted = self.config.model_apps
+        return self.model if wanted is None or app in wanted else None
 
     @staticmethod
     def _grounder(spec: AppSpec, sid_map: Any) -> Grounder:

@@ -185,6 +185,27 @@ def test_fallback_only_server_answers_degraded(live_server: ServerFactory, world
             assert item is not None and item.in_stock and (item.price is None or item.price <= 80)
 
 
+def test_model_apps_leaves_the_other_apps_to_their_fallback(live_server: ServerFactory, tiny_agent: Path,
+                                                             worlds: dict[str, Path]) -> None:
+    """model_apps: [shopping] with a model loaded: livestream answers from its fallback (no_model), shopping
+    turns still reach the model; a model_apps naming an app not served is a setup error naming it."""
+    url, server = live_server(tiny_agent, apps=("shopping", "livestream"), model_apps=["shopping"])
+    assert server.model is not None
+    assert server.apps["livestream"].loop.model is None and server.apps["shopping"].loop.model is server.model
+    task = _first_task(worlds["livestream"])
+    request, question = task["constraints"], task["messages"][-1]["content"]
+    with httpx.Client(base_url=url, timeout=60) as client:
+        answer = client.post("/v1/livestream/answer", json={"question": question, "stream_id": request["stream_id"],
+                                                            "ts_offset_s": request.get("ts_offset_s", 0)})
+        assert answer.status_code == 200 and answer.json()["degraded"] is True
+        assert answer.json()["reason"] == "no_model"
+    from apps.serve import ServeSetupError, build_server
+    from serving.server import ServeConfig
+
+    with pytest.raises(ServeSetupError, match=r"model_apps names \['travel'\], not served here"):
+        build_server(None, [worlds["shopping"]], ServeConfig(model_apps=["travel"]))
+
+
 def test_cart_routes_without_a_model(live_server: ServerFactory, worlds: dict[str, Path]) -> None:
     """A frontend's add-to-cart / remove buttons: stock-checked, totals summed, unknown ids a 404 naming them."""
     url, _ = live_server(None, apps=("shopping",))
