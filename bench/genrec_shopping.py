@@ -1,7 +1,7 @@
 """Next item on the shopping world's logs: the SID generative recommender vs SASRec, popularity and repeat-last.
 
     python bench/genrec_shopping.py --quick    # short training (~3 min on one core)
-    python bench/genrec_shopping.py            # both models trained until validation stops improving (<= 15 min)
+    python bench/genrec_shopping.py            # both trained until validation stops improving (39 min, busy 2 cores)
 
 Generates the world (5,000 items, 20,000 sessions, 200 tasks, 5,000 customers) and curates it with a time split
 into ``--work`` if they are not there (what ``sidekick world shopping`` and ``sidekick curate`` do, with the
