@@ -89,8 +89,6 @@ class SidRecConfig(BaseModel):
                                                        "cosine decay to 0 over `epochs` epochs after a linear "
                                                        "warm-up of `warmup_steps`.")
     warmup_steps: int = Field(default=0, ge=0, description="Linear learning-rate warm-up steps (default 0).")
-    label_smoothing: float = Field(default=0.0, ge=0, lt=1, description="Label smoothing of each code's "
-                                   "cross-entropy (default 0).")
     beam_size: int = Field(default=0, ge=0, description="0 = exact decoding over every item (default); > 0 = "
                            "trie-constrained beam search with this many beams.")
     seed: int = Field(default=0, ge=0)
@@ -216,7 +214,7 @@ class SidRec(nn.Module):
         loss = h.new_zeros(())
         for lv in range(len(self.sizes)):
             logits = self._level_logits(h, c[:, :lv], lv)
-            loss = loss + F.cross_entropy(logits, c[:, lv], label_smoothing=self.cfg.label_smoothing)
+            loss = loss + F.cross_entropy(logits, c[:, lv])
         return loss / len(self.sizes)
 
     def item_log_probs(self, h: torch.Tensor) -> torch.Tensor:
