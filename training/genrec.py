@@ -64,6 +64,11 @@ class SidRecConfig(BaseModel):
     stride: int = Field(default=10, ge=1, description="Training windows end every `stride` items of a sequence; "
                         "each next item is a target once, with at least context_items - stride items before it "
                         "(except at the start of a sequence). Default 10.")
+    targets: Literal["window", "last"] = Field(
+        default="window", description="window: every next item in a window is a target, windows end every "
+        "`stride` items (default); last: a window ends at every item of a sequence (stride ignored) and only its "
+        "last position is a target, each with up to context_items items before it: SASRec's (RecBole's) "
+        "prefix augmentation, ~context_items / 2 times the encoder work per epoch.")
     epochs: int = Field(default=60, ge=1, description="Most passes over the training windows (default 60).")
     patience: int = Field(default=10, ge=1, description="Stop after this many validations without a better "
                           "NDCG@10 (default 10).")
@@ -89,6 +94,9 @@ class SidRecConfig(BaseModel):
                                                        "cosine decay to 0 over `epochs` epochs after a linear "
                                                        "warm-up of `warmup_steps`.")
     warmup_steps: int = Field(default=0, ge=0, description="Linear learning-rate warm-up steps (default 0).")
+    trie_softmax: bool = Field(default=False, description="Each level's softmax runs only over the codes that "
+                               "continue the item's prefix to some item, in training and decoding, so no "
+                               "probability goes to code paths no item has. Default false (all codes).")
     beam_size: int = Field(default=0, ge=0, description="0 = exact decoding over every item (default); > 0 = "
                            "trie-constrained beam search with this many beams.")
     seed: int = Field(default=0, ge=0)
@@ -107,6 +115,8 @@ class SidRec(nn.Module):
                               f"{codes.dtype}")
         if len({tuple(r) for r in codes.tolist()}) != len(codes):
             raise SidRecError("two items share a SID: add a collision suffix (sid.quantize.add_collision_suffix)")
+        if cfg.trie_softmax and cfg.head != "autoregressive":
+            raise SidRecError("trie_softmax needs the autoregressive head (a parallel level sees no prefix)")
         self.cfg = cfg
         self.sizes = [int(codes[:, lv].max()) + 1 for lv in range(codes.shape[1])]
         d = cfg.hidden
@@ -128,6 +138,15 @@ class SidRec(nn.Module):
         self.out = nn.ModuleList(nn.Linear(d, k) for k in self.sizes)
         self.apply(self._init)
         self._prefixes = _prefix_tables(codes)
+        # valid[l] (U_l, K_l): the codes that continue each distinct prefix of length l to some item
+        valid = []
+        for lv, (uniq, inverse) in enumerate(self._prefixes):
+            v = np.zeros((len(uniq), self.sizes[lv]), bool)
+            v[inverse, codes[:, lv]] = True
+            valid.append(torch.as_tensor(v))
+        self._valid = valid
+        self._inverse = [torch.as_tensor(inverse) for _, inverse in self._prefixes]
+        self._prefix_row = [{tuple(r): i for i, r in enumerate(uniq.tolist())} for uniq, _ in self._prefixes]
 
     @staticmethod
     def _init(m: nn.Module) -> None:
@@ -214,6 +233,9 @@ class SidRec(nn.Module):
         loss = h.new_zeros(())
         for lv in range(len(self.sizes)):
             logits = self._level_logits(h, c[:, :lv], lv)
+            if self.cfg.trie_softmax:
+                logits = logits.masked_fill(~self._valid[lv][self._inverse[lv][target.cpu()]].to(h.device),
+                                            -math.inf)
             loss = loss + F.cross_entropy(logits, c[:, lv])
         return loss / len(self.sizes)
 
@@ -224,12 +246,18 @@ class SidRec(nn.Module):
         for lv, (uniq, inverse) in enumerate(self._prefixes):
             if self.cfg.head == "autoregressive" and lv > 0:
                 u = torch.as_tensor(uniq, device=h.device)  # (U_l, l) distinct prefixes of length l
-                logp = F.log_softmax(self._level_logits(h[:, None, :], u[None].expand(h.shape[0], -1, -1), lv), -1)
+                logits = self._level_logits(h[:, None, :], u[None].expand(h.shape[0], -1, -1), lv)
+                if self.cfg.trie_softmax:
+                    logits = logits.masked_fill(~self._valid[lv][None].to(h.device), -math.inf)
+                logp = F.log_softmax(logits, -1)
                 # (B, U_l, K_l): item n reads row inverse[n] at its own code
                 rows = torch.as_tensor(inverse, device=h.device)
                 total = total + logp[:, rows, self.codes[:, lv]]
             else:
-                logp = F.log_softmax(self._level_logits(h, None, lv), -1)  # (B, K_l)
+                logits = self._level_logits(h, None, lv)  # (B, K_l)
+                if self.cfg.trie_softmax:  # level 0: the one empty prefix
+                    logits = logits.masked_fill(~self._valid[0][0].to(h.device), -math.inf)
+                logp = F.log_softmax(logits, -1)
                 total = total + logp[:, self.codes[:, lv]]
         return total
 
@@ -250,6 +278,9 @@ class SidRec(nn.Module):
                 cand: list[tuple[tuple[int, ...], float]] = []
                 pre = torch.tensor([p for p, _ in beams], dtype=torch.long).reshape(len(beams), lv)
                 logits = self._level_logits(h[b].expand(len(beams), -1), pre if lv else None, lv)
+                if self.cfg.trie_softmax:
+                    rows = [self._prefix_row[lv][p] for p, _ in beams]
+                    logits = logits.masked_fill(~self._valid[lv][rows].to(h.device), -math.inf)
                 logp = F.log_softmax(logits, -1)  # (beams, K_l)
                 for j, (p, s) in enumerate(beams):
                     match = live
@@ -278,11 +309,17 @@ def _prefix_tables(codes: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
 
 
 # ----------------------------------------------------------------------------------------------- data
-def windows(rows: Sequence[Sequence[int]], context: int, stride: int) -> tuple[np.ndarray, np.ndarray]:
+def windows(rows: Sequence[Sequence[int]], context: int, stride: int,
+            last: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """Training windows: for each sequence, windows of up to ``context + 1`` items ending every ``stride`` items
     from its end. Returns ``inputs`` and ``targets``, both (W, context), right-padded with -1; target -1 = no
     loss there. Each next item of a sequence is a target exactly once: a window keeps only its last ``stride``
-    targets (the earlier ones belong to the window before it), except the first window of the sequence."""
+    targets (the earlier ones belong to the window before it), except the first window of the sequence.
+
+    ``last``: a window ends at every item from the second on (``stride`` ignored) and only its last position
+    is a target, so each next item is a target once, read after up to ``context`` items (SASRec's prefixes)."""
+    if last:
+        return _last_windows(rows, context)
     if stride > context:
         raise SidRecError(f"stride {stride} > context {context}: some items would never be a target")
     ins: list[np.ndarray] = []
@@ -304,6 +341,24 @@ def windows(rows: Sequence[Sequence[int]], context: int, stride: int) -> tuple[n
             if start == 0:
                 break
             end -= stride
+    if not ins:
+        return np.zeros((0, context), np.int64), np.zeros((0, context), np.int64)
+    return np.stack(ins), np.stack(outs)
+
+
+def _last_windows(rows: Sequence[Sequence[int]], context: int) -> tuple[np.ndarray, np.ndarray]:
+    ins: list[np.ndarray] = []
+    outs: list[np.ndarray] = []
+    for seq in rows:
+        s = np.asarray(seq, np.int64)
+        for end in range(len(s), 1, -1):  # the window s[start:end] predicts s[end - 1] from the items before it
+            w = s[max(0, end - context - 1):end]
+            x = np.full(context, -1, np.int64)
+            y = np.full(context, -1, np.int64)
+            x[:len(w) - 1] = w[:-1]
+            y[len(w) - 2] = w[-1]
+            ins.append(x)
+            outs.append(y)
     if not ins:
         return np.zeros((0, context), np.int64), np.zeros((0, context), np.int64)
     return np.stack(ins), np.stack(outs)
@@ -374,8 +429,10 @@ def fit_sid_rec(model: SidRec, train_rows: Sequence[Sequence[int]],
     (history items excluded) and keep the best epoch's weights; stop after ``patience`` epochs without a better
     one, after ``epochs``, or once ``time_limit_s`` (> 0) has passed. Returns what happened."""
     cfg = model.cfg
-    x, y = windows(train_rows, cfg.context_items, cfg.stride)
+    x, y = windows(train_rows, cfg.context_items, cfg.stride, last=cfg.targets == "last")
     if cfg.horizon > 1:
+        if cfg.targets == "last":
+            raise SidRecError("horizon > 1 needs targets 'window' (a 'last' window has one target)")
         y = future_targets(train_rows, cfg.context_items, cfg.stride, cfg.horizon)
     if len(x) == 0:
         raise SidRecError("no training windows: every sequence has fewer than 2 items")

@@ -59,6 +59,45 @@ def test_windows_make_every_next_item_a_target_once() -> None:
         windows([[1, 2]], context=4, stride=5)
 
 
+def test_last_windows_are_every_prefix_with_one_target_at_its_end() -> None:
+    x, y = windows([list(range(5)), [7], [8, 9]], context=3, stride=2, last=True)  # stride ignored
+    assert x.tolist() == [[1, 2, 3], [0, 1, 2], [0, 1, -1], [0, -1, -1], [8, -1, -1]]
+    assert y.tolist() == [[-1, -1, 4], [-1, -1, 3], [-1, 2, -1], [1, -1, -1], [9, -1, -1]]
+    targets = windows([list(range(50))], context=20, stride=10, last=True)[1]
+    assert sorted(targets[targets >= 0].tolist()) == list(range(1, 50))  # each next item once, as with windows
+    assert ((targets >= 0).sum(1) == 1).all()
+    with pytest.raises(SidRecError, match="horizon"):
+        fit_sid_rec(SidRec(CODES, SidRecConfig(context_items=4, hidden=16, inner=16, targets="last", horizon=2)),
+                    [[0, 1, 2]], None)
+
+
+def test_trie_softmax_spreads_each_level_over_the_codes_that_lead_to_an_item() -> None:
+    """CODES: prefix () -> {0, 1}; (0,) -> {0, 1}; (1,) -> {0, 2}; (0,0) -> {0, 1}; (0,1) -> {0}; (1,0) -> {0};
+    (1,2) -> {0, 1}. Each level's log-softmax runs over those codes only, so the items' probabilities sum to 1 and
+    an item alone under its prefix (item 2 = (0,1,0)) pays nothing at the last level."""
+    m = _model(trie_softmax=True)
+    with torch.no_grad():
+        h = m.last_state([[0, 3], [5], []])
+        got = m.item_log_probs(h)
+        valid = {(): [0, 1], (0,): [0, 1], (1,): [0, 2], (0, 0): [0, 1], (0, 1): [0], (1, 0): [0], (1, 2): [0, 1]}
+        want = torch.zeros_like(got)
+        for n, code in enumerate(CODES.tolist()):
+            for lv in range(3):
+                prefix = torch.tensor([code[:lv]] * 3, dtype=torch.long).reshape(3, lv)
+                logits = m._level_logits(h, prefix, lv)[:, valid[tuple(code[:lv])]]
+                want[:, n] += F.log_softmax(logits, -1)[:, valid[tuple(code[:lv])].index(code[lv])]
+        torch.testing.assert_close(got, want)
+        torch.testing.assert_close(got.exp().sum(1), torch.ones(3))
+        # the training loss is the same distribution: mean -log p(item) / levels
+        torch.testing.assert_close(m.code_loss(h, torch.tensor([2, 4, 5])),
+                                   -(got[0, 2] + got[1, 4] + got[2, 5]) / 9)
+        # beam search as wide as the catalogue scores every item as the exact pass does
+        m.cfg.beam_size = 6
+        torch.testing.assert_close(m.beam_log_probs(h, torch.ones(3, 6, dtype=torch.bool), 6), got)
+    with pytest.raises(SidRecError, match="autoregressive"):
+        SidRec(CODES, SidRecConfig(head="parallel", trie_softmax=True))
+
+
 def test_future_targets_are_the_items_k_after_each_target_position() -> None:
     y = future_targets([list(range(7))], context=4, stride=2, horizon=3)
     # windows: inputs [2,3,4,5] (targets at positions 2, 3 only) and [0,1,2,3]
