@@ -27,9 +27,10 @@ Items to leave out (a user's history) are masked before the top ``k``.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -97,6 +98,9 @@ class SidRecConfig(BaseModel):
     trie_softmax: bool = Field(default=False, description="Each level's softmax runs only over the codes that "
                                "continue the item's prefix to some item, in training and decoding, so no "
                                "probability goes to code paths no item has. Default false (all codes).")
+    ema: float = Field(default=0.0, ge=0, lt=1, description="Decay of an exponential moving average of the weights "
+                       "(per step, warmed up as min(ema, (1 + t) / (10 + t))); the average is what is validated and "
+                       "kept. 0 = off (default).")
     beam_size: int = Field(default=0, ge=0, description="0 = exact decoding over every item (default); > 0 = "
                            "trie-constrained beam search with this many beams.")
     seed: int = Field(default=0, ge=0)
@@ -443,6 +447,10 @@ def fit_sid_rec(model: SidRec, train_rows: Sequence[Sequence[int]],
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda step: _lr_factor(step, total_steps, cfg))
     best: tuple[float, int, dict[str, torch.Tensor] | None] = (-1.0, -1, None)
     curve: list[dict[str, float]] = []
+    # EMA of the floating-point weights: live views into the model's tensors beside their averages
+    live = [v for v in model.state_dict().values() if v.is_floating_point()] if cfg.ema else []
+    avg = [v.detach().clone() for v in live]
+    step = 0
     t0 = time.perf_counter()
     model.train()
     for epoch in range(cfg.epochs):
@@ -468,15 +476,22 @@ def fit_sid_rec(model: SidRec, train_rows: Sequence[Sequence[int]],
             loss.backward()
             opt.step()
             sched.step()
+            if cfg.ema:
+                decay = min(cfg.ema, (1 + step) / (10 + step))
+                with torch.no_grad():
+                    torch._foreach_mul_(avg, decay)
+                    torch._foreach_add_(avg, live, alpha=1 - decay)
+            step += 1
             losses.append(float(loss.detach()))
         row: dict[str, float] = {"epoch": epoch + 1, "loss": round(float(np.mean(losses)), 4),
                                  "s": round(time.perf_counter() - t0, 1)}
         if valid is not None:
             hist, tg = valid
-            nd = float(ndcg_at(scores(model, hist, hist), tg).mean())
+            with _swapped(live, avg):
+                nd = float(ndcg_at(scores(model, hist, hist), tg).mean())
+                if nd > best[0]:
+                    best = (nd, epoch + 1, {k: v.detach().clone() for k, v in model.state_dict().items()})
             row["valid_ndcg@10"] = round(nd, 5)
-            if nd > best[0]:
-                best = (nd, epoch + 1, {k: v.detach().clone() for k, v in model.state_dict().items()})
         curve.append(row)
         if progress is not None:
             progress("sid-rec epoch " + ", ".join(f"{k} {v}" for k, v in row.items() if k != "epoch")
@@ -487,9 +502,28 @@ def fit_sid_rec(model: SidRec, train_rows: Sequence[Sequence[int]],
             break
     if best[2] is not None:
         model.load_state_dict(best[2])
+    elif cfg.ema:
+        with torch.no_grad():
+            torch._foreach_copy_(live, avg)
     model.eval()
     return {"windows": len(x), "epochs_run": len(curve), "best_epoch": best[1], "valid_ndcg@10": best[0],
             "train_s": round(time.perf_counter() - t0, 1), "curve": curve}
+
+
+@contextlib.contextmanager
+def _swapped(live: list[torch.Tensor], other: list[torch.Tensor]) -> Iterator[None]:
+    """Within the block the model's tensors ``live`` hold ``other``'s values (nothing to do when empty)."""
+    if not live:
+        yield
+        return
+    saved = [v.clone() for v in live]
+    with torch.no_grad():
+        torch._foreach_copy_(live, other)
+    try:
+        yield
+    finally:
+        with torch.no_grad():
+            torch._foreach_copy_(live, saved)
 
 
 def _lr_factor(step: int, total: int, cfg: SidRecConfig) -> float:

@@ -98,6 +98,31 @@ def test_trie_softmax_spreads_each_level_over_the_codes_that_lead_to_an_item() -
         SidRec(CODES, SidRecConfig(head="parallel", trie_softmax=True))
 
 
+def test_ema_keeps_the_moving_average_of_the_weights() -> None:
+    """One step (one window, one epoch): the warmed-up decay at step 0 is min(0.9, 1/10) = 0.1, so the kept
+    weights are 0.1 x the initial ones + 0.9 x those after the step; with validation, the average is what is
+    scored and kept."""
+    def run(**kw: Any) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+        torch.manual_seed(0)
+        m = SidRec(CODES, SidRecConfig(context_items=4, hidden=16, inner=16, dropout=0.0, epochs=1, stride=3, **kw))
+        init = {k: v.clone() for k, v in m.state_dict().items()}
+        fit_sid_rec(m, [[0, 3, 5, 1]], None)
+        return init, m.state_dict()
+
+    init, plain = run()
+    _, averaged = run(ema=0.9)
+    assert not torch.allclose(init["pos_emb.weight"], plain["pos_emb.weight"])
+    for k, v in averaged.items():
+        want = 0.1 * init[k] + 0.9 * plain[k] if v.is_floating_point() else plain[k]
+        torch.testing.assert_close(v, want)
+    torch.manual_seed(0)
+    m = SidRec(CODES, SidRecConfig(context_items=4, hidden=16, inner=16, dropout=0.0, epochs=1, stride=3, ema=0.9))
+    info = fit_sid_rec(m, [[0, 3, 5, 1]], ([[0, 3]], [5]))
+    for k, v in m.state_dict().items():
+        torch.testing.assert_close(v, averaged[k])
+    assert info["valid_ndcg@10"] == pytest.approx(float(ndcg_at(scores(m, [[0, 3]], [[0, 3]]), [5])[0]))
+
+
 def test_future_targets_are_the_items_k_after_each_target_position() -> None:
     y = future_targets([list(range(7))], context=4, stride=2, horizon=3)
     # windows: inputs [2,3,4,5] (targets at positions 2, 3 only) and [0,1,2,3]
