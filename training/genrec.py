@@ -560,7 +560,10 @@ class SidCodesConfig(BaseModel):
                              "model's encoder, and each level's code embeddings from that level's k-means "
                              "centroids, so an item's input (the sum of its codes) starts as its quantised item-id "
                              "embedding. Default false.")
-    dim: int = Field(default=64, ge=2, description="Dimensions of the `cooccurrence` SVD (default 64).")
+    dim: int = Field(default=64, ge=2, description="Dimensions of the `cooccurrence` eigenvectors and the width of "
+                     "the `learned` source's item-id model (its feed-forward 4x that, no weight average), whatever "
+                     "the SID model's own width; with warm_start that model has the SID model's settings instead "
+                     "(default 64).")
     window: int = Field(default=10, ge=1, description="Co-occurrence window of `cooccurrence` (default 10).")
 
 
@@ -671,9 +674,13 @@ def build_codes(train_rows: Sequence[Sequence[int]], n_items: int,
         codes = np.arange(n_items)[:, None]
     else:
         if codes_cfg.source == "learned":
-            x, pre = learned_embeddings(train_rows, n_items, valid, model_cfg, codes_cfg.pretrain_epochs, progress,
+            # the SID model's own settings where it starts from this model (warm_start), else codes_cfg.dim wide
+            item_cfg = model_cfg if codes_cfg.warm_start else model_cfg.model_copy(update={
+                "hidden": codes_cfg.dim, "inner": 4 * codes_cfg.dim, "ema": 0.0,
+                "decoder_inner": 4 * codes_cfg.dim if model_cfg.decoder_inner else 0})
+            x, pre = learned_embeddings(train_rows, n_items, valid, item_cfg, codes_cfg.pretrain_epochs, progress,
                                         state)
-            info["pretrain"] = {k: v for k, v in pre.items() if k != "curve"}
+            info["pretrain"] = {**{k: v for k, v in pre.items() if k != "curve"}, "dim": int(x.shape[1])}
         elif codes_cfg.source == "cooccurrence":
             x = cooccurrence_embeddings(train_rows, n_items, codes_cfg.dim, codes_cfg.window, seed)
         else:

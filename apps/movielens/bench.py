@@ -129,12 +129,15 @@ class SidRetrievalConfig(BaseModel):
 PRESETS: dict[str, dict[str, dict[str, Any]]] = {
     "quick": {"sasrec": {"epochs": 3, "stopping_step": 3}, "sid": {"epochs": 5, "patience": 5},
               "sid_codes": {"pretrain_epochs": 5}, "sid_lm": {"epochs": 3.0}},
-    "full": {"sasrec": {"epochs": 60, "stopping_step": 10}, "sid": {"epochs": 100, "patience": 15},
+    "full": {"sasrec": {"epochs": 60, "stopping_step": 10},
+             "sid": {"epochs": 100, "patience": 8, "hidden": 128, "inner": 512, "decoder_inner": 512, "ema": 0.999},
              "sid_codes": {"pretrain_epochs": 20}, "sid_lm": {"epochs": 12.0}},
 }
 """Training length per mode, for the fields of ``sasrec`` / ``sid`` / ``sid_codes`` / ``sid_lm`` a config leaves
-unset. Full: both trained models stop on the same validation item (NDCG@10) after 10 (SASRec) / 15 (SID, whose
-epochs are ~10x shorter) epochs without a better one; SASRec's best epoch was 26 of 37 run."""
+unset. Full: both trained models stop on the same validation item (NDCG@10) after 10 (SASRec) / 8 (each SID
+model, whose epochs are shorter) epochs without a better one; SASRec's best epoch was 26 of 37 run. The SID models
+are 128 wide with a weight average (chosen on validation: 64 wide without it reached the same NDCG@10 in ~3x the
+epochs); SASRec at 128 takes ~150 s an epoch here, too slow for the benchmark's 40 minutes."""
 
 
 class MovieLensBenchConfig(BaseModel):
@@ -171,6 +174,11 @@ class MovieLensBenchConfig(BaseModel):
     sasrec: SasRecConfig = Field(default_factory=SasRecConfig, description="SASRec settings (eval.sasrec).")
     sid: SidRecConfig = Field(default_factory=SidRecConfig, description="The SID recommender (training.genrec).")
     sid_codes: SidCodesConfig = Field(default_factory=SidCodesConfig, description="Its semantic IDs.")
+    sid_also: list[Literal["learned", "cooccurrence", "text"]] = Field(
+        default=["text"], description="Method sid also trains one SID model per source listed "
+        "(codes as `sid_codes` but from that source; the same model settings) and ranks by the sum of every "
+        "model's item log-probabilities: an ensemble of SID models that see an item through different codes. "
+        "Each model alone is reported too. Default [text]; [] = one model.")
     sid_lm: SidRetrievalConfig = Field(default_factory=SidRetrievalConfig,
                                        description="The TIGER-style token LM (method sid-lm).")
 
@@ -408,12 +416,14 @@ class SidGenerativeRetriever:
 
 # ------------------------------------------------------------------------------------------------ the run
 class SidRecRanker:
-    """:class:`training.genrec.SidRec` as a ranker over the catalog's items (history items masked)."""
+    """:class:`training.genrec.SidRec` models as a ranker over the catalog's items (history items masked): an item
+    scores the sum of its log-probabilities under every model (one model: its own)."""
 
     name = "sid"
 
-    def __init__(self, model: Any, item_ids: Sequence[str]) -> None:
-        self.model, self.item_ids = model, list(item_ids)
+    def __init__(self, models: Any, item_ids: Sequence[str]) -> None:
+        self.models = list(models) if isinstance(models, (list, tuple)) else [models]
+        self.item_ids = list(item_ids)
         self.row = {item: r for r, item in enumerate(self.item_ids)}
 
     def rank_many(self, queries: Sequence[Query], k: int, batch_size: int = 256) -> list[list[str]]:
@@ -423,7 +433,9 @@ class SidRecRanker:
         excl = [[self.row[i] for i in q.exclude if i in self.row] for q in queries]
         out: list[list[str]] = []
         for s in range(0, len(queries), batch_size):
-            sc = scores(self.model, hist[s:s + batch_size], excl[s:s + batch_size])  # (B, N)
+            sc = scores(self.models[0], hist[s:s + batch_size], excl[s:s + batch_size])  # (B, N)
+            for m in self.models[1:]:
+                sc = sc + scores(m, hist[s:s + batch_size], excl[s:s + batch_size])
             top = np.argsort(-sc, axis=1, kind="stable")[:, :k]
             out += [[self.item_ids[int(j)] for j in row if np.isfinite(sc[b, j])] for b, row in enumerate(top)]
         return out
@@ -444,22 +456,29 @@ def _fit_sid_rec(cfg: MovieLensBenchConfig, data: LeaveOneOut, items: list[Item]
     row = {item: r for r, item in enumerate(ids)}
     train = [[row[i] for i in data.train(u)] for u in data.users]
     valid = (train, [row[data.timelines[u][-2]] for u in data.users])
-    codes, info, init = build_codes(train, len(ids), valid, model_cfg, codes_cfg, cfg.seed,
-                              lambda: [item_text(i) for i in items], _cache_dir(cfg),
-                              _prefixed(progress, "sid codes: item-id model"))
-    info = {"codes": codes_cfg.model_dump(), "config": model_cfg.model_dump(), **info}
-    if progress is not None:
-        progress(f"sid: {len(ids)} SIDs from {codes_cfg.source} embeddings, levels {info['sids']['levels']}, "
-                 f"{info['sids']['collision_rate']:.1%} need a suffix")
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(cfg.seed)
-        model = SidRec(codes, model_cfg)
-        if init is not None:
-            model.warm_start(init)
-        training = fit_sid_rec(model, train, valid, _prefixed(progress, "sid"))
-    info["training"] = training
-    info["parameters"] = sum(p.numel() for p in model.parameters())
-    return SidRecRanker(model, ids), info
+    models, members = [], []
+    for n, source in enumerate([codes_cfg.source, *cfg.sid_also]):
+        view = codes_cfg if n == 0 else codes_cfg.model_copy(update={"source": source, "warm_start": False})
+        tag = "sid" if n == 0 else f"sid ({source} codes)"
+        codes, info, init = build_codes(train, len(ids), valid, model_cfg, view, cfg.seed,
+                                        lambda: [item_text(i) for i in items], _cache_dir(cfg),
+                                        _prefixed(progress, f"{tag} codes: item-id model"))
+        info = {"codes": view.model_dump(), "config": model_cfg.model_dump(), **info}
+        if progress is not None:
+            progress(f"{tag}: {len(ids)} SIDs from {view.source} embeddings, levels {info['sids']['levels']}, "
+                     f"{info['sids']['collision_rate']:.1%} need a suffix")
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(cfg.seed)
+            model = SidRec(codes, model_cfg)
+            if init is not None:
+                model.warm_start(init)
+            info["training"] = fit_sid_rec(model, train, valid, _prefixed(progress, tag))
+        info["parameters"] = sum(p.numel() for p in model.parameters())
+        models.append(model)
+        members.append(info)
+    if len(models) == 1:
+        return SidRecRanker(models, ids), members[0]
+    return SidRecRanker(models, ids), {**members[0], "members": members}
 
 
 def _prefixed(progress: Progress | None, prefix: str) -> Progress | None:
@@ -516,6 +535,8 @@ def _method(name: str, cfg: MovieLensBenchConfig, data: LeaveOneOut, items: list
     t0 = time.perf_counter()
     if name in ("sasrec", "sid"):
         ranked = ranker.rank_many(queries, cfg.k)
+        if name == "sid" and len(ranker.models) > 1:  # each model of the ensemble alone, on the same users
+            info["member_rankings"] = [SidRecRanker(m, ids).rank_many(queries, cfg.k) for m in ranker.models]
     else:
         ranked = _rank_all(ranker.rank, queries, cfg.k, progress if name == "sid-lm" else None, name)
     eval_s = time.perf_counter() - t0
@@ -595,8 +616,8 @@ def _paired(cfg: MovieLensBenchConfig, per_user: dict[str, dict[str, list[float]
     out: dict[str, Any] = {}
     if PAIRED_AGAINST not in per_user or not cfg.n_boot:
         return out
-    for name in ("sid", "sid-lm"):
-        if name not in per_user:
+    for name in per_user:
+        if not name.startswith("sid"):
             continue
         out[f"{name} - {PAIRED_AGAINST}"] = {
             metric: {**{k: round(float(v), 6) for k, v in paired_bootstrap(
@@ -643,6 +664,12 @@ def run_movielens_benchmark(cfg: MovieLensBenchConfig, progress: Progress | None
                 ranked, train_s, eval_s, info = futures[name].result()
             else:
                 ranked, train_s, eval_s, info = _method(name, cfg, data, items, queries, progress)
+            for member, member_ranked in zip(info.get("members", []), info.pop("member_rankings", []), strict=True):
+                label = f"sid: {member['codes']['source']} codes only"
+                per_user[label] = _per_user(member_ranked, targets, cfg.k)
+                methods[label] = {**_score(member_ranked, targets, cfg.k),
+                                  "train_s": round(member["training"]["train_s"] + member.get("pretrain", {}).get(
+                                      "train_s", 0.0), 2), "eval_s": 0.0, "users": len(member_ranked)}
             per_user[name] = _per_user(ranked, targets, cfg.k)
             methods[name] = {**_score(ranked, targets, cfg.k), "train_s": round(train_s, 2),
                              "eval_s": round(eval_s, 2), "users": len(ranked), **({"details": info} if info else {})}

@@ -314,6 +314,13 @@ def test_build_codes_per_source() -> None:
     assert info["sids"]["levels"][0] == 2
     with pytest.raises(SidRecError, match="item_texts"):
         build_codes(rows, 6, None, SidRecConfig(), SidCodesConfig(source="text"), seed=0)
+    # learned: the item-id model is codes_cfg.dim wide, whatever the SID model's width; with warm_start (which
+    # copies its encoder) it takes the SID model's settings
+    model_cfg = SidRecConfig(hidden=32, inner=64, context_items=4, stride=2)
+    learned = SidCodesConfig(source="learned", levels=1, codebook_size=2, dim=16, pretrain_epochs=1)
+    assert build_codes(rows, 6, None, model_cfg, learned, seed=0)[1]["pretrain"]["dim"] == 16
+    _, info, init = build_codes(rows, 6, None, model_cfg, learned.model_copy(update={"warm_start": True}), seed=0)
+    assert info["pretrain"]["dim"] == 32 and init is not None and init.item_model["pos_emb.weight"].shape == (4, 32)
 
 
 def test_warm_start_begins_where_the_item_id_model_ended() -> None:

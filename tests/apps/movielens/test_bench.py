@@ -19,6 +19,7 @@ from apps.movielens.bench import (
     MovieLensBenchConfig,
     MovieLensBenchError,
     SidGenerativeRetriever,
+    SidRecRanker,
     SidRetrievalConfig,
     format_table,
     load_leave_one_out,
@@ -89,7 +90,9 @@ def test_config_presets_fill_only_what_was_not_set(tmp_path: Path) -> None:
     assert (sasrec.epochs, sasrec.max_seq_len, sid.epochs, sid.context_items, sid_lm.epochs) == (7, 50, 2, 8, 0.5)
     full = MovieLensBenchConfig(world=tmp_path, out=tmp_path).effective()
     assert (full[0].epochs, full[0].stopping_step, full[1].epochs, full[1].patience, full[2].pretrain_epochs,
-            full[3].epochs) == (60, 10, 100, 15, 20, 12.0)
+            full[3].epochs) == (60, 10, 100, 8, 20, 12.0)
+    assert (full[1].hidden, full[1].inner, full[1].ema, full[2].dim) == (128, 512, 0.999, 64)
+    assert MovieLensBenchConfig(world=tmp_path, out=tmp_path).sid_also == ["text"]
     with pytest.raises(ValueError, match=r"sid_lm\.beam_size"):
         MovieLensBenchConfig.model_validate({"world": tmp_path, "out": tmp_path, "k": 30, "methods": ["sid-lm"]})
     with pytest.raises(ValueError, match=r"sid\.beam_size"):
@@ -97,6 +100,26 @@ def test_config_presets_fill_only_what_was_not_set(tmp_path: Path) -> None:
     assert MovieLensBenchConfig(world=tmp_path, out=tmp_path, k=30).sid.beam_size == 0  # exact decoding: any k
     with pytest.raises(ValueError, match="methods"):
         MovieLensBenchConfig.model_validate({"world": tmp_path, "out": tmp_path, "methods": ["itemknn"]})
+
+
+def test_sid_ranker_sums_each_models_log_probs() -> None:
+    """Two SID models over different codes: the ensemble ranks items by log p_1 + log p_2, history excluded."""
+    from training.genrec import SidRec, SidRecConfig, scores
+
+    cfg = SidRecConfig(context_items=4, hidden=16, inner=16)
+    torch.manual_seed(3)  # a seed where the two models and their sum rank the three items three ways
+    a = SidRec(np.array([[0, 0], [0, 1], [1, 0], [1, 1], [2, 0]]), cfg)
+    b = SidRec(np.array([[0, 0], [1, 0], [1, 1], [2, 0], [2, 1]]), cfg)
+    with torch.no_grad():  # visible differences between items
+        for p in [*a.parameters(), *b.parameters()]:
+            p.mul_(30.0) if p.dim() > 1 else None
+    ids = ["m0", "m1", "m2", "m3", "m4"]
+    q = Query(history=("m1", "m3"), exclude=frozenset({"m1", "m3"}))
+    total = scores(a, [[1, 3]], [[1, 3]])[0] + scores(b, [[1, 3]], [[1, 3]])[0]
+    want = [ids[j] for j in np.argsort(-total, kind="stable") if np.isfinite(total[j])]
+    assert SidRecRanker([a, b], ids).rank(q, 5) == want and len(want) == 3
+    alone = [SidRecRanker(m, ids).rank(q, 5) for m in (a, b)]
+    assert want not in alone  # neither model alone ranks this way: the sum is a real mix
 
 
 def test_format_table() -> None:
@@ -173,14 +196,17 @@ def test_benchmark_end_to_end_on_100_real_users(tmp_path: Path) -> None:
         "sid_lm": {"epochs": 0.5, "beam_size": 10}, "methods": list(METHODS), "n_boot": 200})
     lines: list[str] = []
     report = run_movielens_benchmark(cfg, lines.append)
-    assert list(report["methods"]) == list(METHODS)
-    for pair in ("sid - sasrec", "sid-lm - sasrec"):  # paired over the same 100 users
+    members = ["sid: learned codes only", "sid: text codes only"]  # the ensemble's two models, each alone
+    assert list(report["methods"]) == ["popularity", "bm25", "dense", "sasrec", *members, "sid", "sid-lm"]
+    for pair in ("sid - sasrec", "sid-lm - sasrec", *(f"{m} - sasrec" for m in members)):  # the same 100 users
         ci = report["paired"][pair]["ndcg@10"]
         assert ci["n"] == 100 and ci["lo"] <= ci["delta"] <= ci["hi"]
         name = pair.split(" - ")[0]
         assert abs(ci["delta"] - (report["methods"][name]["ndcg@10"] - report["methods"]["sasrec"]["ndcg@10"])) < 1e-6
     sid = report["methods"]["sid"]["details"]
     assert sid["sids"]["shape"] == [1682, 3]
+    assert [m["sids"]["source"] for m in sid["members"]] == ["learned", "text"]
+    assert "pretrain" not in sid["members"][1] and sid["members"][1]["training"]["epochs_run"] == 2
     assert sid["training"]["epochs_run"] == 2 and sid["pretrain"]["epochs_run"] == 2
     assert "NDCG@10 sid - sasrec:" in format_table(report)
     assert report["counts"] == {"users": 100, "items": 1682, "interactions": sum(
