@@ -191,6 +191,10 @@ class MovieLensBenchConfig(BaseModel):
         if "sid-lm" in self.methods and self.sid_lm.beam_size < self.k:
             raise ValueError(f"sid_lm.beam_size {self.sid_lm.beam_size} < k {self.k}: beam search returns at most "
                              "beam_size items; raise sid_lm.beam_size")
+        sources = [self.sid_codes.source, *self.sid_also]
+        if "sid" in self.methods and len(set(sources)) < len(sources):
+            raise ValueError(f"sid_also {self.sid_also} repeats a code source (sid_codes.source is "
+                             f"{self.sid_codes.source!r}): each model of the ensemble needs its own")
         if "sid" in self.methods and 0 < self.sid.beam_size < self.k:
             raise ValueError(f"sid.beam_size {self.sid.beam_size} < k {self.k}: raise it, or 0 for exact decoding")
         return self
@@ -539,11 +543,11 @@ def _method(name: str, cfg: MovieLensBenchConfig, data: LeaveOneOut, items: list
     t0 = time.perf_counter()
     if name in ("sasrec", "sid"):
         ranked = ranker.rank_many(queries, cfg.k)
-        if name == "sid" and len(ranker.models) > 1:  # each model of the ensemble alone, on the same users
-            info["member_rankings"] = [SidRecRanker(m, ids).rank_many(queries, cfg.k) for m in ranker.models]
     else:
         ranked = _rank_all(ranker.rank, queries, cfg.k, progress if name == "sid-lm" else None, name)
     eval_s = time.perf_counter() - t0
+    if name == "sid" and len(ranker.models) > 1:  # each model of the ensemble alone, on the same users
+        info["member_rankings"] = [SidRecRanker(m, ids).rank_many(queries, cfg.k) for m in ranker.models]
     if name == "sasrec":  # cross-check with RecBole's own test metrics, which do not exclude history items
         unfiltered = ranker.rank_many([Query(history=q.history) for q in queries], cfg.k)
         info["history_not_excluded"] = {k: round(v, 6) for k, v in _score(unfiltered, targets, cfg.k).items()}

@@ -95,6 +95,8 @@ def test_config_presets_fill_only_what_was_not_set(tmp_path: Path) -> None:
     assert MovieLensBenchConfig(world=tmp_path, out=tmp_path).sid_also == ["text"]
     with pytest.raises(ValueError, match=r"sid_lm\.beam_size"):
         MovieLensBenchConfig.model_validate({"world": tmp_path, "out": tmp_path, "k": 30, "methods": ["sid-lm"]})
+    with pytest.raises(ValueError, match=r"sid_also \['text', 'learned'\] repeats"):
+        MovieLensBenchConfig.model_validate({"world": tmp_path, "out": tmp_path, "sid_also": ["text", "learned"]})
     with pytest.raises(ValueError, match=r"sid\.beam_size"):
         MovieLensBenchConfig.model_validate({"world": tmp_path, "out": tmp_path, "sid": {"beam_size": 5}})
     assert MovieLensBenchConfig(world=tmp_path, out=tmp_path, k=30).sid.beam_size == 0  # exact decoding: any k
