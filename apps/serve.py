@@ -28,7 +28,7 @@ from harness.agent_dir import Agent, ModelError
 from harness.env import AppEnv
 from infra.layout import CATALOG_FILE
 from serving.model import load_model, reload_weights
-from serving.server import AgentServer, ServeConfig
+from serving.server import AgentServer, ModelAppsError, ServeConfig
 from training.mixture import MixtureError, read_apps
 from training.rl.lending import JoinSpec
 from training.rl.workers import EnvWorker
@@ -100,7 +100,7 @@ def build_server(agent_dir: Path | None, worlds: Sequence[Path], config: ServeCo
     model = _load_model(Path(agent_dir), envs, config) if agent_dir is not None else None
     try:
         server = AgentServer({name: env.spec for name, env in envs.items()}, model, config)
-    except ValueError as e:  # a config that names apps this server does not serve
+    except ModelAppsError as e:
         raise ServeSetupError(str(e)) from e
     if agent_dir is not None and server.front is not None:
         front = server.front

@@ -92,6 +92,10 @@ class Overloaded(Exception):
         self.retry_after_s = max(1, math.ceil(max(0.0, predicted_ms - budget_ms) / 1000.0))
 
 
+class ModelAppsError(ValueError):
+    """``model_apps`` names an app this server does not serve."""
+
+
 class UnknownApp(LookupError):
     """The server was not started with this app."""
 
@@ -154,7 +158,7 @@ class AgentServer:
         loop_cfg = LoopConfig(max_new_tokens=c.max_new_tokens, max_prompt_tokens=c.max_prompt_tokens)
         sid_map = self.model.sid.sid_map if self.model and self.model.sid else None
         if c.model_apps is not None and set(c.model_apps) - set(apps):
-            raise ValueError(f"model_apps names {sorted(set(c.model_apps) - set(apps))}, not served here "
+            raise ModelAppsError(f"model_apps names {sorted(set(c.model_apps) - set(apps))}, not served here "
                              f"(served: {sorted(apps)})")
         self.apps = {name: ServedApp(spec, AgentLoop(spec, self._model_for(name), self._grounder(spec, sid_map),
                                                      loop_cfg))

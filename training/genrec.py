@@ -142,15 +142,17 @@ class SidRec(nn.Module):
         self.out = nn.ModuleList(nn.Linear(d, k) for k in self.sizes)
         self.apply(self._init)
         self._prefixes = _prefix_tables(codes)
-        # valid[l] (U_l, K_l): the codes that continue each distinct prefix of length l to some item
-        valid = []
-        for lv, (uniq, inverse) in enumerate(self._prefixes):
-            v = np.zeros((len(uniq), self.sizes[lv]), bool)
-            v[inverse, codes[:, lv]] = True
-            valid.append(torch.as_tensor(v))
-        self._valid = valid
-        self._inverse = [torch.as_tensor(inverse) for _, inverse in self._prefixes]
-        self._prefix_row = [{tuple(r): i for i, r in enumerate(uniq.tolist())} for uniq, _ in self._prefixes]
+        # trie_softmax: valid[l] (U_l, K_l), the codes that continue each distinct prefix of length l to some item
+        self._valid: list[torch.Tensor] = []
+        self._inverse: list[torch.Tensor] = []
+        self._prefix_row: list[dict[tuple[int, ...], int]] = []
+        if cfg.trie_softmax:
+            for lv, (uniq, inverse) in enumerate(self._prefixes):
+                v = np.zeros((len(uniq), self.sizes[lv]), bool)
+                v[inverse, codes[:, lv]] = True
+                self._valid.append(torch.as_tensor(v))
+                self._inverse.append(torch.as_tensor(inverse))
+                self._prefix_row.append({tuple(r): i for i, r in enumerate(uniq.tolist())})
 
     @staticmethod
     def _init(m: nn.Module) -> None:

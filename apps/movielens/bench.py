@@ -435,18 +435,27 @@ class SidRecRanker:
         self.row = {item: r for r, item in enumerate(self.item_ids)}
 
     def rank_many(self, queries: Sequence[Query], k: int, batch_size: int = 256) -> list[list[str]]:
+        return self.rank_each(queries, k, batch_size)[0]
+
+    def rank_each(self, queries: Sequence[Query], k: int,
+                  batch_size: int = 256) -> tuple[list[list[str]], list[list[list[str]]]]:
+        """The ensemble's top ``k`` per query, and each model's own (from the same scores; [] for one model)."""
         from training.genrec import scores
 
         hist = [[self.row[i] for i in q.history if i in self.row] for q in queries]
         excl = [[self.row[i] for i in q.exclude if i in self.row] for q in queries]
         out: list[list[str]] = []
+        each: list[list[list[str]]] = [[] for _ in self.models] if len(self.models) > 1 else []
         for s in range(0, len(queries), batch_size):
-            sc = scores(self.models[0], hist[s:s + batch_size], excl[s:s + batch_size])  # (B, N)
-            for m in self.models[1:]:
-                sc = sc + scores(m, hist[s:s + batch_size], excl[s:s + batch_size])
-            top = np.argsort(-sc, axis=1, kind="stable")[:, :k]
-            out += [[self.item_ids[int(j)] for j in row if np.isfinite(sc[b, j])] for b, row in enumerate(top)]
-        return out
+            per_model = [scores(m, hist[s:s + batch_size], excl[s:s + batch_size]) for m in self.models]  # (B, N)
+            out += self._top(sum(per_model[1:], per_model[0]), k)
+            for ranked, sc in zip(each, per_model, strict=False):  # each is [] for one model
+                ranked += self._top(sc, k)
+        return out, each
+
+    def _top(self, sc: np.ndarray, k: int) -> list[list[str]]:
+        top = np.argsort(-sc, axis=1, kind="stable")[:, :k]
+        return [[self.item_ids[int(j)] for j in row if np.isfinite(sc[b, j])] for b, row in enumerate(top)]
 
     def rank(self, query: Query, k: int) -> list[str]:
         return self.rank_many([query], k)[0]
@@ -541,13 +550,13 @@ def _method(name: str, cfg: MovieLensBenchConfig, data: LeaveOneOut, items: list
         ranker, info = _fit_sid(cfg, sid_lm_cfg, data, items, progress)
     train_s = time.perf_counter() - t0
     t0 = time.perf_counter()
-    if name in ("sasrec", "sid"):
+    if name == "sid":  # the ensemble's ranking, and each of its models' alone from the same scores
+        ranked, info["member_rankings"] = ranker.rank_each(queries, cfg.k)
+    elif name == "sasrec":
         ranked = ranker.rank_many(queries, cfg.k)
     else:
         ranked = _rank_all(ranker.rank, queries, cfg.k, progress if name == "sid-lm" else None, name)
     eval_s = time.perf_counter() - t0
-    if name == "sid" and len(ranker.models) > 1:  # each model of the ensemble alone, on the same users
-        info["member_rankings"] = [SidRecRanker(m, ids).rank_many(queries, cfg.k) for m in ranker.models]
     if name == "sasrec":  # cross-check with RecBole's own test metrics, which do not exclude history items
         unfiltered = ranker.rank_many([Query(history=q.history) for q in queries], cfg.k)
         info["history_not_excluded"] = {k: round(v, 6) for k, v in _score(unfiltered, targets, cfg.k).items()}

@@ -122,6 +122,8 @@ def test_sid_ranker_sums_each_models_log_probs() -> None:
     assert SidRecRanker([a, b], ids).rank(q, 5) == want and len(want) == 3
     alone = [SidRecRanker(m, ids).rank(q, 5) for m in (a, b)]
     assert want not in alone  # neither model alone ranks this way: the sum is a real mix
+    assert SidRecRanker([a, b], ids).rank_each([q], 5) == ([want], [[alone[0]], [alone[1]]])  # one scoring pass
+    assert SidRecRanker(a, ids).rank_each([q], 5) == ([alone[0]], [])
 
 
 def test_format_table() -> None:
