@@ -85,6 +85,11 @@ class SasRecConfig(BaseModel):
     dropout: float = Field(default=0.2, ge=0, lt=1, description="Hidden and attention dropout (default 0.2).")
     lr: float = Field(default=1e-3, gt=0, description="Adam learning rate (default 1e-3).")
     batch_size: int = Field(default=256, ge=1, description="Training sequences per batch (default 256).")
+    item_init: Literal["random", "cooccurrence"] = Field(
+        default="random", description="Where the item embeddings start: random (RecBole's N(0, 0.02), default) "
+        "or cooccurrence: the PPMI eigenvectors of the training sequences (sid.cooccurrence, window "
+        "`cooc_window`), each row scaled to a N(0, 0.02) row's norm (the SID model's item-id model starts so).")
+    cooc_window: int = Field(default=10, ge=1, description="Co-occurrence window of item_init cooccurrence.")
     seed: int = Field(default=0, ge=0, description="RecBole seed (default 0).")
     threads: int = Field(default=0, ge=0, description="Torch threads while training; 0 = leave as is.")
     device: Literal["cpu", "auto"] = Field(default="cpu", description="cpu (default) or auto = the first GPU "
@@ -161,7 +166,7 @@ def train_sasrec(timelines: Mapping[str, Sequence[str]], cfg: SasRecConfig, work
         root = workdir if workdir is not None else Path(stack.enter_context(tempfile.TemporaryDirectory()))
         write_atomic_files(timelines, root)
         stack.enter_context(_recbole_sandbox(cfg.threads))
-        return _fit(root, cfg, progress)
+        return _fit(root, cfg, progress, timelines)
 
 
 def write_atomic_files(timelines: Mapping[str, Sequence[str]], root: Path) -> Path:
@@ -207,7 +212,8 @@ def _import_recbole() -> None:
         torch.autograd.set_detect_anomaly(anomaly)
 
 
-def _fit(root: Path, cfg: SasRecConfig, progress: Callable[[str], None] | None) -> SasRecRanker:
+def _fit(root: Path, cfg: SasRecConfig, progress: Callable[[str], None] | None,
+         timelines: Mapping[str, Sequence[str]]) -> SasRecRanker:
     _import_recbole()
     from recbole.config import Config
     from recbole.data import create_dataset, data_preparation
@@ -220,6 +226,8 @@ def _fit(root: Path, cfg: SasRecConfig, progress: Callable[[str], None] | None) 
     dataset = create_dataset(config)
     train_data, valid_data, test_data = data_preparation(config, dataset)
     model = SASRec(config, train_data.dataset).to(config["device"])
+    if cfg.item_init == "cooccurrence":
+        _cooccurrence_init(model, dataset, timelines, cfg)
     trainer = _trainer(config, model)
     best: dict[str, Any] = {}
 
@@ -241,6 +249,20 @@ def _fit(root: Path, cfg: SasRecConfig, progress: Callable[[str], None] | None) 
             "recbole_test": {str(k): round(float(v), 6) for k, v in test.items()},
             "items": len(item_ids) - 1, "users": int(dataset.user_num) - 1, "config": cfg.model_dump()}
     return SasRecRanker(model=model, item_ids=item_ids, max_seq_len=cfg.max_seq_len, info=info)
+
+
+def _cooccurrence_init(model: Any, dataset: Any, timelines: Mapping[str, Sequence[str]], cfg: SasRecConfig) -> None:
+    """Start the item embeddings (internal ids; row 0, the padding, untouched) at the co-occurrence eigenvectors of
+    the training part of each timeline (all but its last two items when it has 3 or more, as RecBole splits),
+    scaled to the expected norm of a N(0, 0.02) row."""
+    from sid.cooccurrence import cooccurrence_embeddings
+
+    token2id = {str(t): j for j, t in enumerate(dataset.field2id_token[dataset.iid_field]) if j > 0}
+    rows = [[token2id[i] for i in (t[:-2] if len(t) >= 3 else t)] for t in timelines.values()]
+    weight = model.item_embedding.weight
+    x = cooccurrence_embeddings(rows, weight.shape[0], weight.shape[1], cfg.cooc_window, cfg.seed)
+    with torch.no_grad():
+        weight[1:] = torch.as_tensor(x[1:] * (0.02 * np.sqrt(weight.shape[1])), dtype=weight.dtype)
 
 
 class _NullWriter:

@@ -30,7 +30,7 @@ from __future__ import annotations
 import contextlib
 import math
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -39,6 +39,8 @@ import torch
 import torch.nn.functional as F
 from pydantic import BaseModel, ConfigDict, Field
 from torch import nn
+
+from sid.cooccurrence import cooccurrence_embeddings
 
 Progress = Callable[[str], None]
 
@@ -567,47 +569,55 @@ class SidCodesConfig(BaseModel):
                      "the SID model's own width; with warm_start that model has the SID model's settings instead "
                      "(default 64).")
     window: int = Field(default=10, ge=1, description="Co-occurrence window of `cooccurrence` (default 10).")
+    init: Literal["random", "cooccurrence"] = Field(
+        default="random", description="`learned` only: where the item-id model's item table starts. random "
+        "(default): N(0, 0.02); cooccurrence: the `cooccurrence` eigenvectors (`dim`, `window`), each row scaled "
+        "to the norm of a random row, so an item seen in few training sequences starts where its co-occurrences "
+        "put it (MovieLens: validation NDCG@10 of the SID model 0.1280 vs 0.1189, test 0.0904 vs 0.0971).")
+    attributes: list[str] = Field(default_factory=list, description="Item attributes joined to the embedding "
+                                  "before quantising (any source but `item`): a number becomes a one-hot of "
+                                  "`attribute_bins` quantile bins over the items, a string or a list of strings a "
+                                  "multi-hot of its values; missing = zeros. Empty = none (default).")
+    attribute_weight: float = Field(default=1.0, ge=0, description="Distance an attribute puts between two items "
+                                    "with different single values, next to their unit-length embeddings (whose "
+                                    "distance is 0-2; default 1): each attribute's part has length weight / "
+                                    "sqrt(2).")
+    attribute_bins: int = Field(default=16, ge=2, le=1024, description="Quantile bins of a numeric attribute "
+                                "(default 16; equal values always share a bin).")
 
 
-def cooccurrence_embeddings(rows: Sequence[Sequence[int]], n_items: int, dim: int, window: int,
-                            seed: int) -> np.ndarray:
-    """(n_items, dim) unit rows: the top eigenvectors (largest eigenvalues, each scaled by its square root) of the
-    positive PMI of item pairs at most ``window`` positions apart in ``rows`` (symmetric counts). Not an SVD: the
-    PPMI matrix has a zero diagonal, so for two items seen only together the SVD puts them on two orthogonal
-    axes, while the top eigenvector gives them equal weight. Items never seen get zeros."""
-    import scipy.sparse as sp
-    from scipy.sparse.linalg import eigsh
-
-    r: list[np.ndarray] = []
-    c: list[np.ndarray] = []
-    for seq in rows:
-        s = np.asarray(seq, np.int64)
-        for gap in range(1, min(window, len(s) - 1) + 1):
-            r += [s[:-gap], s[gap:]]
-            c += [s[gap:], s[:-gap]]
-    out = np.zeros((n_items, dim), np.float32)
-    if not r:
-        return out
-    m = sp.coo_matrix((np.ones(sum(len(a) for a in r), np.float64), (np.concatenate(r), np.concatenate(c))),
-                      shape=(n_items, n_items)).tocsr()
-    m.sum_duplicates()
-    total = m.sum()
-    deg = np.asarray(m.sum(1)).ravel()
-    coo = m.tocoo()
-    pmi = np.log(coo.data * total / (deg[coo.row] * deg[coo.col]))
-    keep = pmi > 0
-    ppmi = sp.csr_matrix((pmi[keep], (coo.row[keep], coo.col[keep])), shape=(n_items, n_items))
-    k = min(dim, n_items - 1)
-    if n_items <= 3000:
-        vals, vecs = np.linalg.eigh(ppmi.toarray())
-        vals, vecs = vals[-k:], vecs[:, -k:]
-    else:
-        v0 = np.random.default_rng(seed).standard_normal(n_items)
-        vals, vecs = eigsh(ppmi, k=k, which="LA", v0=v0)
-    vecs = (vecs * np.sqrt(np.clip(vals, 0, None))[None]).astype(np.float32)  # (N, k)
-    norms = np.linalg.norm(vecs, axis=1, keepdims=True)
-    np.divide(vecs, norms, out=out[:, :k], where=norms > 0)
-    return out
+def attribute_features(attributes: Sequence[Mapping[str, Any]], names: Sequence[str], weight: float,
+                       bins: int) -> np.ndarray:
+    """(N, F) float32: per name, the items' values as a one-hot (numbers: quantile bins over the items that have
+    one, equal values in one bin) or a multi-hot (strings, lists of strings), scaled to length ``weight /
+    sqrt(2)`` (so two different single values are ``weight`` apart; a multi-hot of m values has ``weight /
+    sqrt(2 m)`` in each); an item without the attribute gets zeros there."""
+    parts = []
+    for name in names:
+        values = [a.get(name) for a in attributes]
+        present = [v for v in values if v is not None and v != "" and v != []]
+        if not present:
+            raise SidRecError(f"sid_codes.attributes: no item has attribute {name!r}")
+        if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in present):
+            nums = np.asarray(present, np.float64)
+            edges = np.unique(np.quantile(nums, np.linspace(0, 1, bins + 1)[1:-1]))
+            f = np.zeros((len(values), len(edges) + 1), np.float32)
+            for i, v in enumerate(values):
+                if v is not None and v != "":
+                    f[i, int(np.searchsorted(edges, float(v), side="right"))] = weight / math.sqrt(2)
+        else:
+            vocab: dict[str, int] = {}
+            rows = [[str(t) for t in (v if isinstance(v, list) else [v])] if v not in (None, "", []) else []
+                    for v in values]
+            for r in rows:
+                for t in r:
+                    vocab.setdefault(t, len(vocab))
+            f = np.zeros((len(values), len(vocab)), np.float32)
+            for i, r in enumerate(rows):
+                for t in set(r):
+                    f[i, vocab[t]] = weight / math.sqrt(2 * len(set(r)))
+        parts.append(f)
+    return np.concatenate(parts, 1)
 
 
 @dataclass
@@ -622,18 +632,24 @@ class SidInit:
 def learned_embeddings(rows: Sequence[Sequence[int]], n_items: int,
                        valid: tuple[Sequence[Sequence[int]], Sequence[int]] | None, model_cfg: SidRecConfig,
                        epochs: int, progress: Progress | None = None,
-                       state: dict[str, torch.Tensor] | None = None) -> tuple[np.ndarray, dict[str, Any]]:
+                       state: dict[str, torch.Tensor] | None = None,
+                       init: np.ndarray | None = None) -> tuple[np.ndarray, dict[str, Any]]:
     """Train the model with one code per item (``codes = [[0], [1], …]``: an item-id sequential recommender with
     this model's encoder, tied embeddings, parallel head) and return its item table ``(n_items, hidden)`` (with
     tied embeddings the input and output tables are one), plus its training info. ``state``, when given, receives
-    the trained model's weights."""
+    the trained model's weights. ``init`` (n_items, hidden), when given, is where the item table starts."""
     cfg = model_cfg.model_copy(update={"head": "parallel", "tie": True, "epochs": epochs, "patience": 5,
                                        "beam_size": 0})
     torch.manual_seed(cfg.seed)
     model = SidRec(np.arange(n_items)[:, None], cfg)
-    info = fit_sid_rec(model, rows, valid, progress)
     table = model.code_emb[0]
     assert isinstance(table, nn.Embedding)
+    if init is not None:
+        if init.shape != (n_items, cfg.hidden):
+            raise SidRecError(f"item table init is {init.shape}, the model's table ({n_items}, {cfg.hidden})")
+        with torch.no_grad():
+            table.weight.copy_(torch.as_tensor(init, dtype=torch.float32))
+    info = fit_sid_rec(model, rows, valid, progress)
     x = table.weight.detach().numpy().astype(np.float32)
     if state is not None:
         state.update({k: v.detach().clone() for k, v in model.state_dict().items()})
@@ -658,7 +674,8 @@ def quantise(x: np.ndarray, cfg: SidCodesConfig, seed: int, popularity: np.ndarr
 def build_codes(train_rows: Sequence[Sequence[int]], n_items: int,
                 valid: tuple[Sequence[Sequence[int]], Sequence[int]] | None, model_cfg: SidRecConfig,
                 codes_cfg: SidCodesConfig, seed: int, item_texts: Callable[[], list[str]] | None = None,
-                cache_dir: Any = None, progress: Progress | None = None
+                cache_dir: Any = None, progress: Progress | None = None,
+                item_attributes: Callable[[], Sequence[Mapping[str, Any]]] | None = None
                 ) -> tuple[np.ndarray, dict[str, Any], SidInit | None]:
     """Every item's SID from ``codes_cfg.source``: (N, levels + 1) codes (N, 1 for ``item``), what was done, and
     where the SID model starts (``codes_cfg.warm_start`` with the ``learned`` source; else None). ``item_texts``
@@ -680,8 +697,12 @@ def build_codes(train_rows: Sequence[Sequence[int]], n_items: int,
             item_cfg = model_cfg if codes_cfg.warm_start else model_cfg.model_copy(update={
                 "hidden": codes_cfg.dim, "inner": 4 * codes_cfg.dim, "ema": 0.0,
                 "decoder_inner": 4 * codes_cfg.dim if model_cfg.decoder_inner else 0})
+            start = None
+            if codes_cfg.init == "cooccurrence":  # unit rows scaled to a N(0, 0.02) row's expected norm
+                start = cooccurrence_embeddings(train_rows, n_items, item_cfg.hidden, codes_cfg.window, seed)
+                start *= 0.02 * math.sqrt(item_cfg.hidden)
             x, pre = learned_embeddings(train_rows, n_items, valid, item_cfg, codes_cfg.pretrain_epochs, progress,
-                                        state)
+                                        state, start)
             info["pretrain"] = {**{k: v for k, v in pre.items() if k != "curve"}, "dim": int(x.shape[1])}
         elif codes_cfg.source == "cooccurrence":
             x = cooccurrence_embeddings(train_rows, n_items, codes_cfg.dim, codes_cfg.window, seed)
@@ -691,6 +712,19 @@ def build_codes(train_rows: Sequence[Sequence[int]], n_items: int,
             from infra.text_encoder import encode_cached
 
             x = encode_cached(item_texts(), cache_dir)
+        if codes_cfg.attributes:
+            if item_attributes is None:
+                raise SidRecError("sid_codes.attributes needs the items' attributes (item_attributes)")
+            if codes_cfg.warm_start:
+                raise SidRecError("sid_codes.attributes cannot be used with warm_start (the centroids would not "
+                                  "be in the item-id model's space)")
+            norms = np.linalg.norm(x, axis=1, keepdims=True)
+            unit = np.divide(x, norms, out=np.zeros_like(x, dtype=np.float32), where=norms > 0)
+            feats = attribute_features(item_attributes(), codes_cfg.attributes, codes_cfg.attribute_weight,
+                                       codes_cfg.attribute_bins)
+            if len(feats) != n_items:
+                raise SidRecError(f"item_attributes gave {len(feats)} items, expected {n_items}")
+            x = np.concatenate([unit, feats], 1)
         codes = quantise(np.ascontiguousarray(x, np.float32), codes_cfg, seed, popularity, centroids)
     info["sids"] = {"source": codes_cfg.source, "shape": list(codes.shape),
                     "levels": [int(codes[:, lv].max()) + 1 for lv in range(codes.shape[1])],

@@ -30,6 +30,7 @@ from eval.sasrec import SasRecConfig, SasRecError, train_sasrec, write_atomic_fi
 from harness.catalog import Catalog, Item
 from harness.tasks import Message, Target, Task
 from infra.recordio import write_records
+from sid.cooccurrence import cooccurrence_embeddings
 
 
 def _item(item_id: str, title: str, category: str = "Outdoor") -> Item:
@@ -168,6 +169,26 @@ def test_sasrec_learns_a_pattern_popularity_cannot(tmp_path: Path, monkeypatch: 
     assert sys.argv == ["sidekick", "--epochs=1", "--quick"]
     assert not (tmp_path / "log_tensorboard").exists() and not (tmp_path / "log").exists()
     json.dumps(ranker.info)  # the details go into report.json
+
+
+def test_sasrec_item_embeddings_can_start_at_the_cooccurrence_eigenvectors(tmp_path: Path) -> None:
+    """item_init cooccurrence: every item row starts at the PPMI eigenvectors of the training parts (all but the
+    last two items) in RecBole's internal ids, scaled to 0.02 * sqrt(hidden); a learning rate too small to move
+    them keeps them there; neighbours on the walk start closer than items half the cycle apart."""
+    timelines = _pattern_timelines()
+    cfg = SasRecConfig(epochs=1, stopping_step=1, max_seq_len=10, hidden_size=16, inner_size=32, batch_size=64,
+                       lr=1e-12, threads=1, item_init="cooccurrence", cooc_window=2)
+    ranker = train_sasrec(timelines, cfg, workdir=tmp_path / "rb")
+    weight = ranker.model.item_embedding.weight.detach().numpy()
+    index = ranker.index
+    rows = [[index[i] for i in t[:-2]] for t in timelines.values()]
+    want = cooccurrence_embeddings(rows, len(ranker.item_ids), 16, 2, 0) * (0.02 * 4.0)
+    np.testing.assert_allclose(weight[1:], want[1:], atol=1e-6)
+    np.testing.assert_allclose(np.linalg.norm(weight[1:], axis=1), 0.08, rtol=1e-4)
+    unit = weight / np.linalg.norm(weight, axis=1, keepdims=True).clip(1e-12)
+    near = unit[index["i3"]] @ unit[index["i4"]]
+    far = unit[index["i3"]] @ unit[index["i18"]]
+    assert near > far + 0.5, (near, far)
 
 
 def test_dense_prepare_embeds_queries_in_one_batch(shop: list[Item], tmp_path: Path) -> None:
