@@ -53,6 +53,7 @@ baselines it compares against stay in ``eval/`` (:mod:`eval.baselines`, :mod:`ev
 from __future__ import annotations
 
 import contextlib
+import itertools
 import math
 import os
 import time
@@ -702,11 +703,35 @@ def run_movielens_benchmark(cfg: MovieLensBenchConfig, progress: Progress | None
                          f"ndcg@{cfg.k} {methods[name][f'ndcg@{cfg.k}']:.4f}  ({train_s:.1f} s + {eval_s:.1f} s)")
     report = _report(cfg, data, items, methods)
     report["paired"] = _paired(cfg, per_user)
+    report["by_target_count"] = by_target_count(data, per_user, cfg.k)
     _write(cfg, report)
     import json
 
     (cfg.out / PER_USER_JSON).write_text(json.dumps({"users": data.users, "methods": per_user}))
     return report
+
+
+COUNT_BUCKETS = (0, 20, 60, 120, 200)
+"""Lower edges of the buckets of :func:`by_target_count` (training ratings of the test movie)."""
+
+
+def by_target_count(data: LeaveOneOut, per_user: dict[str, dict[str, list[float]]], k: int) -> dict[str, Any]:
+    """NDCG@k of each method per bucket of how often the user's test movie was rated in training (all users'
+    training parts): the held-out last ratings lean to new, rarely rated films far more than the training ones."""
+    counts: dict[str, int] = {}
+    for u in data.users:
+        for item in data.train(u):
+            counts[item] = counts.get(item, 0) + 1
+    edges = [*COUNT_BUCKETS, math.inf]
+    bucket = [next(b for b in range(len(COUNT_BUCKETS)) if counts.get(data.target(u), 0) < edges[b + 1])
+              for u in data.users]
+    labels = [f"{lo}-{hi - 1}" if hi != math.inf else f"{lo}+" for lo, hi in itertools.pairwise(edges)]
+    out: dict[str, Any] = {"buckets": labels, "users": [bucket.count(b) for b in range(len(labels))], "ndcg": {}}
+    for name, rows in per_user.items():
+        vals = rows[f"ndcg@{k}"]
+        out["ndcg"][name] = [round(sum(v for v, b in zip(vals, bucket, strict=True) if b == i) / n, 4) if n else None
+                             for i, n in enumerate(out["users"])]
+    return out
 
 
 def _report(cfg: MovieLensBenchConfig, data: LeaveOneOut, items: list[Item], methods: dict[str, Any]) -> dict[str, Any]:
@@ -734,6 +759,14 @@ def format_table(report: dict[str, Any]) -> str:
         lines.append("")
         lines.append(f"NDCG@{k} {pair}: {m['delta']:+.4f}, 95 % CI [{m['lo']:+.4f}, {m['hi']:+.4f}] (paired bootstrap "
                      f"over {m['n']} users{', excludes 0' if m['excludes_zero'] else ''})")
+    buckets = report.get("by_target_count")
+    if buckets:
+        lines += ["", f"NDCG@{k} by how often the test movie was rated in training (users per bucket in brackets):", "",
+                  "| method | " + " | ".join(f"{b} ({n})" for b, n in zip(buckets["buckets"], buckets["users"],
+                                                                          strict=True)) + " |",
+                  "|---|" + "---:|" * len(buckets["buckets"])]
+        for name, vals in buckets["ndcg"].items():
+            lines.append(f"| {name} | " + " | ".join("" if v is None else f"{v:.4f}" for v in vals) + " |")
     c = report["counts"]
     lines.append("")
     lines.append(f"{c['users']:,} users, {c['items']:,} items, {c['interactions']:,} ratings; "

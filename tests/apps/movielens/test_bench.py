@@ -16,11 +16,13 @@ import torch
 
 from apps.movielens.bench import (
     METHODS,
+    LeaveOneOut,
     MovieLensBenchConfig,
     MovieLensBenchError,
     SidGenerativeRetriever,
     SidRecRanker,
     SidRetrievalConfig,
+    by_target_count,
     format_table,
     load_leave_one_out,
     run_movielens_benchmark,
@@ -124,6 +126,23 @@ def test_sid_ranker_sums_each_models_log_probs() -> None:
     assert want not in alone  # neither model alone ranks this way: the sum is a real mix
     assert SidRecRanker([a, b], ids).rank_each([q], 5) == ([want], [[alone[0]], [alone[1]]])  # one scoring pass
     assert SidRecRanker(a, ids).rank_each([q], 5) == ([alone[0]], [])
+
+
+def test_by_target_count_buckets_users_by_their_test_movies_training_ratings() -> None:
+    # 30 users, each trained on [a, b] (the last two of a timeline are validation and test): a and b have 30
+    # training ratings, c none; user 0's test movie is a, user 1's c, the others' b
+    timelines = {f"u{i}": ["a", "b", "v", "a" if i == 0 else "c" if i == 1 else "b"] for i in range(30)}
+    data = LeaveOneOut(users=list(timelines), timelines=timelines, queries={}, skipped_users=0)
+    ndcg = [1.0, 0.25] + [0.5] * 14 + [0.0] * 14
+    out = by_target_count(data, {"m": {"ndcg@10": ndcg}}, 10)
+    assert out["buckets"] == ["0-19", "20-59", "60-119", "120-199", "200+"]
+    assert out["users"] == [1, 29, 0, 0, 0]
+    assert out["ndcg"]["m"] == [0.25, round((1.0 + 14 * 0.5) / 29, 4), None, None, None]
+    table = format_table({"k": 10, "quick": False, "protocol": "p", "counts": {"users": 30, "items": 4,
+                                                                             "interactions": 120},
+                          "methods": {}, "by_target_count": out})
+    assert "| method | 0-19 (1) | 20-59 (29) | 60-119 (0) | 120-199 (0) | 200+ (0) |" in table
+    assert "| m | 0.2500 | 0.2759 |  |  |  |" in table
 
 
 def test_format_table() -> None:
