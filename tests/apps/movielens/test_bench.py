@@ -229,6 +229,8 @@ def test_benchmark_end_to_end_on_100_real_users(tmp_path: Path) -> None:
     sid = report["methods"]["sid"]["details"]
     assert sid["sids"]["shape"] == [1682, 3]
     assert [m["sids"]["source"] for m in sid["members"]] == ["learned", "text"]
+    # the presets join the release year to the learned codes' embeddings only (sid_also_attributes false)
+    assert [m["codes"]["attributes"] for m in sid["members"]] == [["year"], []]
     assert "pretrain" not in sid["members"][1] and sid["members"][1]["training"]["epochs_run"] == 2
     assert sid["training"]["epochs_run"] == 2 and sid["pretrain"]["epochs_run"] == 2
     assert "NDCG@10 sid - sasrec:" in format_table(report)
