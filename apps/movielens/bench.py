@@ -24,7 +24,8 @@ Methods, each ranking the top ``k``:
   validation NDCG@10 has not improved for 10 epochs (at most 60);
 - **sid**: the SID recommender of :mod:`training.genrec`: every movie gets a semantic ID (by default from
   collaborative embeddings: the item table of an item-id model of the same architecture trained on the same
-  training split, balanced residual k-means 2 x 64 + a collision suffix; :class:`SidCodesConfig`), then a
+  training split, joined with a one-hot of the film's release year (``attributes: [year]`` in the presets),
+  balanced residual k-means 2 x 64 + a collision suffix; :class:`SidCodesConfig`), then a
   causal Transformer reads the history as sums of code embeddings and writes the next movie's SID code by code;
   every movie's SID log-probability is computed exactly and the history is masked; trained until validation
   NDCG@10 has not improved for 8 epochs (at most 100). By default (``sid_also: [text]``) a second SID model,
