@@ -53,11 +53,13 @@ baselines it compares against stay in ``eval/`` (:mod:`eval.baselines`, :mod:`ev
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import itertools
 import math
 import os
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -672,6 +674,11 @@ def run_movielens_benchmark(cfg: MovieLensBenchConfig, progress: Progress | None
                                   f"`sidekick world import-movielens --out {cfg.world}`")
     catalog, _ = Catalog.load(catalog_path)
     items = list(catalog)
+    if "sid" in cfg.methods:  # before any training: the worker would only fail once SASRec had finished
+        missing = [a for a in cfg.effective()[2].attributes if not any(i.attributes.get(a) for i in items)]
+        if missing:
+            raise MovieLensBenchError(f"sid_codes.attributes {missing}: no item of {catalog_path} has them; "
+                                      "set sid_codes.attributes to attributes the catalog has, or [] for none")
     data = load_leave_one_out(cfg.world, catalog, cfg.max_users)
     queries = [Query(text=data.queries[u], history=tuple(data.history(u)), exclude=frozenset(data.history(u)))
                for u in data.users]
@@ -725,13 +732,9 @@ COUNT_BUCKETS = (0, 20, 60, 120, 200)
 def by_target_count(data: LeaveOneOut, per_user: dict[str, dict[str, list[float]]], k: int) -> dict[str, Any]:
     """NDCG@k of each method per bucket of how often the user's test movie was rated in training (all users'
     training parts): the held-out last ratings lean to new, rarely rated films far more than the training ones."""
-    counts: dict[str, int] = {}
-    for u in data.users:
-        for item in data.train(u):
-            counts[item] = counts.get(item, 0) + 1
+    counts = Counter(item for u in data.users for item in data.train(u))
     edges = [*COUNT_BUCKETS, math.inf]
-    bucket = [next(b for b in range(len(COUNT_BUCKETS)) if counts.get(data.target(u), 0) < edges[b + 1])
-              for u in data.users]
+    bucket = [bisect.bisect_right(COUNT_BUCKETS, counts[data.target(u)]) - 1 for u in data.users]
     labels = [f"{lo}-{hi - 1}" if hi != math.inf else f"{lo}+" for lo, hi in itertools.pairwise(edges)]
     out: dict[str, Any] = {"buckets": labels, "users": [bucket.count(b) for b in range(len(labels))], "ndcg": {}}
     for name, rows in per_user.items():

@@ -77,6 +77,11 @@ def test_leave_one_out_rejects_a_world_that_does_not_match(tmp_path: Path) -> No
         load_leave_one_out(tmp_path, catalog)
     with pytest.raises(MovieLensBenchError, match=r"catalog\.jsonl"):
         run_movielens_benchmark(MovieLensBenchConfig(world=tmp_path / "nowhere", out=tmp_path / "out"))
+    # the presets join the release year to the SIDs: a catalog without it is refused before any training
+    _world(tmp_path / "noyear", {"1": ["1", "2", "3"]}, 4)
+    with pytest.raises(MovieLensBenchError, match=r"sid_codes.attributes \['year'\]: no item of .*catalog\.jsonl"):
+        run_movielens_benchmark(MovieLensBenchConfig(world=tmp_path / "noyear", out=tmp_path / "out2"))
+    assert not (tmp_path / "out2").exists()
 
 
 def test_config_presets_fill_only_what_was_not_set(tmp_path: Path) -> None:
