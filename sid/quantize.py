@@ -542,6 +542,41 @@ def add_collision_suffix(codes: np.ndarray, order: np.ndarray | None = None) -> 
     return np.concatenate([c, suffix[:, None]], axis=1)
 
 
+def unique_last_level(model: ResidualKMeans, x: np.ndarray, codes: np.ndarray) -> np.ndarray:
+    """Codes (N, L) -> (N, L) whose last level is one code per item within each prefix (the first L - 1 codes).
+
+    Residual k-means puts items whose residuals are alike on the same last code, so rows collide and a
+    collision suffix, which means nothing, has to tell them apart. Here each prefix group's items get distinct
+    last-level codes by a minimum-cost assignment (squared distance of each item's last residual to each
+    last-level centroid); a group with more items than codes assigns as many as there are codes and leaves the
+    rest on their own codes (they collide, and need the suffix). Earlier levels are unchanged.
+    """
+    from scipy.optimize import linear_sum_assignment
+
+    model._check_fitted()
+    x = model._check_x(x)
+    c = _as_codes(codes).copy()
+    if c.shape != (len(x), model.levels):
+        raise ValueError(f"codes must be ({len(x)}, {model.levels}), got {c.shape}")
+    last = model.levels - 1
+    cent = model.centroids[last]  # (K, D)
+    group = _row_groups(c[:, :last]) if last else np.zeros(len(c), np.int64)
+    order = np.argsort(group, kind="stable")
+    bounds = np.flatnonzero(np.diff(group[order])) + 1
+    for rows in np.split(order, bounds):
+        if len(rows) < 2:
+            continue
+        r = model._residual(x, c, last, rows)  # (n, D)
+        cost = ((r[:, None, :] - cent[None, :, :]) ** 2).sum(-1)  # (n, K)
+        if len(rows) <= len(cent):
+            got, code = linear_sum_assignment(cost)
+            c[rows[got], last] = code
+        else:  # more items than codes: the K cheapest pairs are made distinct, the rest keep their codes
+            got, code = linear_sum_assignment(cost.T)  # (K,) codes -> items
+            c[rows[code], last] = got
+    return c
+
+
 def assign_incremental(model: Quantiser, x_new: np.ndarray, existing: np.ndarray,
                        level1_new: np.ndarray | None = None) -> np.ndarray:
     """SIDs (N_new, L+1) for new items, without retraining and without touching ``existing`` (M, L+1).

@@ -558,6 +558,14 @@ class SidCodesConfig(BaseModel):
                         "added). Default 2.")
     codebook_size: int = Field(default=64, ge=2, le=4096, description="Codes per level (default 64).")
     balanced: bool = Field(default=True, description="Capacity-constrained assignment (default true).")
+    unique_leaves: bool = Field(default=False, description="The last level gives each item of a prefix its own "
+                                "code (a minimum-cost assignment to that level's centroids), so items collide "
+                                "only where a prefix holds more items than codes, instead of sharing their last "
+                                "code and being told apart by a collision suffix that means nothing. Default false: "
+                                "on MovieLens (2 x 64, where the suffix tells apart 49 % of the items) it lowered "
+                                "validation NDCG@10 (learned codes 0.117 vs 0.124 by epoch 14, text codes 0.114 vs "
+                                "0.118 by epoch 19): the assignment moves items off the code their residual "
+                                "matches, and the suffix costs less than that.")
     pretrain_epochs: int = Field(default=20, ge=1, description="Most epochs of the `learned` source's item-id model "
                                  "(early stopping after 5 without a better validation NDCG@10). Default 20.")
     warm_start: bool = Field(default=False, description="`learned` only: the SID model starts from the item-id "
@@ -660,11 +668,13 @@ def quantise(x: np.ndarray, cfg: SidCodesConfig, seed: int, popularity: np.ndarr
              centroids: list[np.ndarray] | None = None) -> np.ndarray:
     """(N, levels + 1) codes: balanced residual k-means of ``x`` plus a collision suffix (the most popular item of
     a group of equal codes gets suffix 0). ``centroids``, when given, receives each level's (K_l, D) centroids."""
-    from sid.quantize import ResidualKMeans, RQKMeansConfig, add_collision_suffix
+    from sid.quantize import ResidualKMeans, RQKMeansConfig, add_collision_suffix, unique_last_level
 
     size = min(cfg.codebook_size, len(x))
     q = ResidualKMeans(RQKMeansConfig(levels=cfg.levels, codebook_size=size, balanced=cfg.balanced, seed=seed))
     codes = q.fit(x).encode(x)
+    if cfg.unique_leaves:
+        codes = unique_last_level(q, x, codes)
     if centroids is not None:
         centroids.extend(np.asarray(c, np.float32) for c in q.centroids)
     order = None if popularity is None else -np.asarray(popularity, np.float64)

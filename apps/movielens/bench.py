@@ -5,10 +5,11 @@
     report = run_movielens_benchmark(MovieLensBenchConfig(world=Path("runs/ml"), out=Path("runs/eval/ml"), quick=True))
     print(format_table(report))              # `sidekick eval movielens` is the CLI front of the same call
 
-Protocol (the standard leave-one-out, full-ranking one). Each user's ratings, in time order (ties by item
-id, as the importer writes them), are a timeline ``i_1 … i_n``. The test target is ``i_n``, the test input
-the history ``i_1 … i_{n-1}``; ``i_{n-1}`` is the validation item (SASRec picks its best epoch on it) and
-every trained method trains on ``i_1 … i_{n-2}`` only. Every one of the 1,682 movies is a candidate except
+Protocol (the standard leave-one-out, full-ranking one). Each user's ratings, in time order (ratings of
+the same second in the source file's order, as RecBole orders them and the importer writes them), are a
+timeline ``i_1 … i_n``. The test target is ``i_n``, the test input the history ``i_1 … i_{n-1}``; ``i_{n-1}``
+is the validation item (SASRec picks its best epoch on it) and every trained method trains on ``i_1 …
+i_{n-2}`` only. Every one of the 1,682 movies is a candidate except
 the user's history items (ml-100k never has a user rate a movie twice, so the target is never excluded).
 Metrics (:mod:`eval.metrics`, one relevant item per user): HR@k (= hit@k) and NDCG@k, averaged over users.
 

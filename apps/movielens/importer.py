@@ -44,8 +44,8 @@ PROMPT_HISTORY = 5
 _YEAR = re.compile(r"^\d{4}$")
 _YEAR_IN_TITLE = re.compile(r"\((\d{4})\)\s*$")
 
-# (timestamp, tie-break key, item id, rating) — one rating, sortable into the user's timeline.
-RatingRow = tuple[float, tuple[int, int, str], str, float]
+# (timestamp, line number, item id, rating) — one rating, sortable into the user's timeline.
+RatingRow = tuple[float, int, str, float]
 
 
 class MovieLensImportConfig(BaseModel):
@@ -191,7 +191,11 @@ def _movie(path: Path, lineno: int, item_id: str, title: str, year_text: str, cl
 
 
 def read_timelines(path: Path, items: dict[str, Item]) -> tuple[dict[str, list[RatingRow]], int]:
-    """Each user's ratings sorted by (timestamp, item id), and the number of ratings read.
+    """Each user's ratings sorted by timestamp, ratings of the same second in the file's order (RecBole's stable
+    sort does the same), and the number of ratings read. Not by item id: ml-100k users rate several films in one
+    second (44 % of last ratings share the second before), and an id order would make the held-out last rating
+    the highest-id film of its second (ids follow the catalog's growth, so newer and rarer films), a pattern of
+    the catalog, not of the viewer.
 
     A non-numeric or negative rating or timestamp, an empty user id or an item id missing from
     the catalog is a :class:`RecordError` naming the line and column.
@@ -206,7 +210,7 @@ def read_timelines(path: Path, items: dict[str, Item]) -> tuple[dict[str, list[R
             raise RecordError(path, lineno, f"column 'item_id': {item_id!r} is not in the item file")
         ts = _number(path, lineno, "timestamp", timestamp)
         value = _number(path, lineno, "rating", rating)
-        timelines.setdefault(user_id, []).append((ts, _id_key(item_id), item_id, value))
+        timelines.setdefault(user_id, []).append((ts, lineno, item_id, value))
         n += 1
     if n == 0:
         raise RecordError(path, None, "no interactions")

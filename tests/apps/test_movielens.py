@@ -62,12 +62,19 @@ def test_counts_and_strict_read_back(world: Path) -> None:
 @needs_recbole
 def test_events_are_time_ordered_rates_of_known_items(world: Path) -> None:
     catalog = {i.item_id for i in read_records(world / CATALOG_FILE, Item)[0]}
+    in_file: dict[str, list[tuple[float, str]]] = {}  # per user, (timestamp, item) in the source file's order
+    with open(find_movielens_dir() / "ml-100k.inter", encoding="utf-8") as fh:
+        next(fh)
+        for line in fh:
+            user, item, _, ts = line.rstrip("\n").split("\t")
+            in_file.setdefault(user, []).append((float(ts), item))
     for s in read_records(world / LOGS_FILE, Session)[0]:
         assert s.session_id == f"ml-u{s.user_id}" and s.app == "shopping"
         assert s.started_at == s.events[0].ts
-        keys = [(e.ts, int(e.item_id or "")) for e in s.events]
-        assert keys == sorted(keys), s.session_id
-        assert len(set(keys)) == len(keys)
+        keys = [(e.ts, e.item_id) for e in s.events]
+        # time order; ratings of the same second keep the file's order (a stable sort on the time alone)
+        assert keys == sorted(in_file[s.user_id], key=lambda k: k[0]), s.session_id
+        assert len({item for _, item in keys}) == len(keys)
         assert all(e.type == "rate" and e.item_id in catalog and e.value in {1, 2, 3, 4, 5} for e in s.events)
 
 
@@ -133,7 +140,7 @@ def _tiny(tmp_path: Path, inter_rows: list[str], item_rows: list[str] | None = N
     return src
 
 
-def test_tiny_source_ties_broken_by_item_id(tmp_path: Path) -> None:
+def test_tiny_source_ties_keep_the_file_order(tmp_path: Path) -> None:
     src = _tiny(tmp_path, ["7\t10\t4\t200", "7\t2\t5\t100", "7\t1\t3\t200", "8\t1\t1\t50"])
     out = tmp_path / "out"
     counts = import_movielens(MovieLensImportConfig(source=src), out)
@@ -141,12 +148,12 @@ def test_tiny_source_ties_broken_by_item_id(tmp_path: Path) -> None:
     sessions = read_records(out / LOGS_FILE, Session)[0]
     assert [s.user_id for s in sessions] == ["7", "8"]
     assert [(e.item_id, e.ts, e.value) for e in sessions[0].events] == [
-        ("2", 100, 5), ("1", 200, 3), ("10", 200, 4)
+        ("2", 100, 5), ("10", 200, 4), ("1", 200, 3)  # the two ratings of second 200 as the file has them
     ]
     (task,) = read_records(out / TASKS_FILE, Task)[0]
-    assert task.target is not None and task.target.slots == [["10"]]
+    assert task.target is not None and task.target.slots == [["1"]]
     assert task.messages[0].content == (
-        "I've recently watched GoldenEye (1995) and Toy Story (1995). What should I watch next?"
+        "I've recently watched GoldenEye (1995) and unkonwn. What should I watch next?"  # item 10: no year
     )
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["inputs"] == [str(src / "tiny.item"), str(src / "tiny.inter")]

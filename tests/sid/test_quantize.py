@@ -27,6 +27,7 @@ from sid.quantize import (
     kmeans_pp_init,
     level_stats,
     reseed_dead_codes,
+    unique_last_level,
 )
 from sid.rqvae import RQVAE, RQVAEConfig
 
@@ -106,6 +107,24 @@ def test_add_collision_suffix_hand_example() -> None:
     np.testing.assert_array_equal(add_collision_suffix(codes, order=np.array([5, 3, 0, 4]))[:, 2], [2, 0, 0, 1])
     with pytest.raises(ValueError, match="order must have shape"):
         add_collision_suffix(codes, order=np.arange(3))
+
+
+def test_unique_last_level_hand_example() -> None:
+    q = ResidualKMeans(RQKMeansConfig(levels=2, codebook_size=2))
+    q.centroids = [np.array([[0, 0], [10, 10]], np.float32), np.array([[1, 0], [0, 1]], np.float32)]
+    # a, b in prefix 0 with residuals (1, .2) and (.9, 0): both nearest last code 0 (they would collide).
+    # a->0, b->1 costs .04 + 1.81 = 1.85; a->1, b->0 costs 1.64 + .01 = 1.65: the minimum. c alone keeps its code.
+    x = np.array([[1.0, 0.2], [0.9, 0.0], [10.0, 11.0]], np.float32)
+    codes = q.encode(x)
+    np.testing.assert_array_equal(codes, [[0, 0], [0, 0], [1, 1]])
+    np.testing.assert_array_equal(unique_last_level(q, x, codes), [[0, 1], [0, 0], [1, 1]])
+    np.testing.assert_array_equal(codes, [[0, 0], [0, 0], [1, 1]])  # the input is not changed
+    # more items than codes: d (.95, .1) joins prefix 0. Two codes for three items: code 0 -> b (.01) and
+    # code 1 -> a (1.64) is the cheapest pair (1.65; code 0 -> d would cost .0125); d keeps its code 0 and collides.
+    x4 = np.concatenate([x, [[0.95, 0.1]]]).astype(np.float32)
+    np.testing.assert_array_equal(unique_last_level(q, x4, q.encode(x4)), [[0, 1], [0, 0], [1, 1], [0, 0]])
+    with pytest.raises(ValueError, match="codes must be"):
+        unique_last_level(q, x, codes[:, :1])
 
 
 def test_balanced_assign_hand_example() -> None:

@@ -305,6 +305,16 @@ def test_quantise_gives_unique_codes_with_the_popular_item_first() -> None:
     assert codes[2, 1] == 0 and codes[0, 1] == 2  # the most popular of a group gets suffix 0
 
 
+def test_quantise_unique_leaves_leaves_no_collision_where_a_prefix_has_room() -> None:
+    x = np.random.default_rng(0).normal(size=(200, 8)).astype(np.float32)
+    cfg = SidCodesConfig(levels=2, codebook_size=32)  # balanced level 1: at most ceil(1.5 * 200 / 32) = 10 a prefix
+    plain = quantise(x, cfg, seed=0)
+    unique = quantise(x, cfg.model_copy(update={"unique_leaves": True}), seed=0)
+    assert (plain[:, -1] > 0).any()  # residual k-means alone puts some items of a prefix on one last code
+    assert (unique[:, -1] == 0).all() and len({tuple(r) for r in unique[:, :2].tolist()}) == 200
+    np.testing.assert_array_equal(unique[:, 0], plain[:, 0])  # only the last level moves
+
+
 def test_build_codes_per_source() -> None:
     rows = [[0, 1, 2, 3], [1, 2, 3, 4], [4, 5, 0, 1]] * 4
     codes, info, _ = build_codes(rows, 6, None, SidRecConfig(), SidCodesConfig(source="item"), seed=0)
