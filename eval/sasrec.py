@@ -90,6 +90,10 @@ class SasRecConfig(BaseModel):
         "or cooccurrence: the PPMI eigenvectors of the training sequences (sid.cooccurrence, window "
         "`cooc_window`), each row scaled to a N(0, 0.02) row's norm (the SID model's item-id model starts so).")
     cooc_window: int = Field(default=10, ge=1, description="Co-occurrence window of item_init cooccurrence.")
+    valid_metric: Literal["recbole", "history_excluded"] = Field(
+        default="recbole", description="The validation NDCG@10 that picks the best epoch and stops training: "
+        "recbole (default): RecBole's own, which ranks the user's history items too; history_excluded: the "
+        "second-last item ranked with the history masked, as the benchmarks rank and as the SID models validate.")
     seed: int = Field(default=0, ge=0, description="RecBole seed (default 0).")
     threads: int = Field(default=0, ge=0, description="Torch threads while training; 0 = leave as is.")
     device: Literal["cpu", "auto"] = Field(default="cpu", description="cpu (default) or auto = the first GPU "
@@ -229,6 +233,18 @@ def _fit(root: Path, cfg: SasRecConfig, progress: Callable[[str], None] | None,
     if cfg.item_init == "cooccurrence":
         _cooccurrence_init(model, dataset, timelines, cfg)
     trainer = _trainer(config, model)
+    if cfg.valid_metric == "history_excluded":
+        item_ids = [str(t) for t in dataset.field2id_token[dataset.iid_field]]
+        ranker = SasRecRanker(model=model, item_ids=item_ids, max_seq_len=cfg.max_seq_len)
+        users = [t for t in timelines.values() if len(t) >= 3]
+        histories, targets = [list(t[:-2]) for t in users], [t[-2] for t in users]
+
+        def history_excluded(valid_data: Any, show_progress: bool = False) -> tuple[float, dict[str, float]]:
+            score = validation_ndcg(ranker, histories, targets)
+            model.train()
+            return score, {"ndcg@10": score}
+
+        trainer._valid_epoch = history_excluded  # RecBole's early stopping and best epoch then follow it
     best: dict[str, Any] = {}
 
     def on_epoch(epoch: int, valid_score: float) -> None:
@@ -249,6 +265,30 @@ def _fit(root: Path, cfg: SasRecConfig, progress: Callable[[str], None] | None,
             "recbole_test": {str(k): round(float(v), 6) for k, v in test.items()},
             "items": len(item_ids) - 1, "users": int(dataset.user_num) - 1, "config": cfg.model_dump()}
     return SasRecRanker(model=model, item_ids=item_ids, max_seq_len=cfg.max_seq_len, info=info)
+
+
+def validation_ndcg(ranker: SasRecRanker, histories: Sequence[Sequence[str]], targets: Sequence[str], k: int = 10,
+                    batch_size: int = 512) -> float:
+    """Mean NDCG@k of each target ranked among the items not in its history (one relevant item: 1 / log2(rank +
+    2) when its 0-based rank, the number of those items scoring strictly higher, is below k; a target that is in
+    its history or that the model never saw scores 0)."""
+    total = 0.0
+    for s in range(0, len(histories), batch_size):
+        hist, tgt = histories[s:s + batch_size], targets[s:s + batch_size]
+        sc = ranker.scores(hist)  # (B, V)
+        for b, (h, t) in enumerate(zip(hist, tgt, strict=True)):
+            j = ranker.index.get(t)
+            if j is None:
+                continue
+            row = sc[b]
+            masked = [ranker.index[i] for i in h if i in ranker.index]
+            row[masked] = -np.inf
+            if not np.isfinite(row[j]):  # the target is in its history
+                continue
+            rank = int((row > row[j]).sum())
+            if rank < k:
+                total += 1.0 / float(np.log2(rank + 2))
+    return total / max(1, len(histories))
 
 
 def _cooccurrence_init(model: Any, dataset: Any, timelines: Mapping[str, Sequence[str]], cfg: SasRecConfig) -> None:

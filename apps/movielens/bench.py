@@ -135,9 +135,10 @@ class SidRetrievalConfig(BaseModel):
 
 
 PRESETS: dict[str, dict[str, dict[str, Any]]] = {
-    "quick": {"sasrec": {"epochs": 3, "stopping_step": 3}, "sid": {"epochs": 5, "patience": 5},
+    "quick": {"sasrec": {"epochs": 3, "stopping_step": 3, "valid_metric": "history_excluded"},
+              "sid": {"epochs": 5, "patience": 5},
               "sid_codes": {"pretrain_epochs": 5, "attributes": ["year"]}, "sid_lm": {"epochs": 3.0}},
-    "full": {"sasrec": {"epochs": 60, "stopping_step": 10},
+    "full": {"sasrec": {"epochs": 60, "stopping_step": 10, "valid_metric": "history_excluded"},
              "sid": {"epochs": 100, "patience": 8, "hidden": 128, "inner": 512, "decoder_inner": 512, "ema": 0.999},
              "sid_codes": {"pretrain_epochs": 20, "attributes": ["year"]}, "sid_lm": {"epochs": 12.0}},
 }

@@ -9,6 +9,7 @@ import json
 import os
 import random
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -26,7 +27,7 @@ from eval.baselines import (
     task_ranker,
 )
 from eval.metrics import hit_at_k
-from eval.sasrec import SasRecConfig, SasRecError, train_sasrec, write_atomic_files
+from eval.sasrec import SasRecConfig, SasRecError, SasRecRanker, train_sasrec, validation_ndcg, write_atomic_files
 from harness.catalog import Catalog, Item
 from harness.tasks import Message, Target, Task
 from infra.recordio import write_records
@@ -169,6 +170,37 @@ def test_sasrec_learns_a_pattern_popularity_cannot(tmp_path: Path, monkeypatch: 
     assert sys.argv == ["sidekick", "--epochs=1", "--quick"]
     assert not (tmp_path / "log_tensorboard").exists() and not (tmp_path / "log").exists()
     json.dumps(ranker.info)  # the details go into report.json
+
+
+def test_validation_ndcg_hand_values() -> None:
+    """Scores over internal ids 0 (padding) .. 4 (items a-d). User 1: history [a], target c; c (0.5) is beaten by
+    b (0.9) only, a (1.0) is masked: rank 1 -> 1 / log2(3). User 2: history [b, d], target a (0.2), beaten by c
+    (0.3): rank 1 -> 1 / log2(3). User 3: target z is unknown: 0. Mean = 2 / (3 log2 3)."""
+    scores = np.array([[-np.inf, 1.0, 0.9, 0.5, 0.1], [-np.inf, 0.2, 0.8, 0.3, 0.9], [-np.inf, 1, 1, 1, 1]])
+
+    class Fixed(SasRecRanker):
+        def scores(self, histories: Sequence[Sequence[str]]) -> np.ndarray:
+            return scores[:len(histories)].copy()
+
+    ranker = Fixed(model=None, item_ids=["[PAD]", "a", "b", "c", "d"], max_seq_len=5)
+    got = validation_ndcg(ranker, [["a"], ["b", "d"], ["a"]], ["c", "a", "z"])
+    assert got == pytest.approx(2 / (3 * np.log2(3)))
+    assert validation_ndcg(ranker, [["a"]], ["a"]) == 0.0  # a target in its own history is masked: 0
+    # k = 1, no history: b is second for user 1 (0), d first for user 2 (1)
+    assert validation_ndcg(ranker, [[], []], ["b", "d"], k=1) == pytest.approx(0.5)
+
+
+def test_sasrec_can_stop_on_the_history_excluded_validation(tmp_path: Path) -> None:
+    timelines = _pattern_timelines()
+    cfg = SasRecConfig(epochs=3, stopping_step=3, max_seq_len=10, hidden_size=16, inner_size=32, batch_size=64,
+                       threads=1, valid_metric="history_excluded")
+    lines: list[str] = []
+    ranker = train_sasrec(timelines, cfg, workdir=tmp_path / "rb", progress=lines.append)
+    users = [t for t in timelines.values() if len(t) >= 3]
+    want = validation_ndcg(ranker, [t[:-2] for t in users], [t[-2] for t in users])
+    assert ranker.info["valid_ndcg@10"] == pytest.approx(want, abs=1e-6)  # the kept epoch's own score
+    best = max(float(line.split("valid ndcg@10 ")[1].split(",")[0]) for line in lines)
+    assert best == pytest.approx(want, abs=1e-4)  # and the best of the epochs it reported
 
 
 def test_sasrec_item_embeddings_can_start_at_the_cooccurrence_eigenvectors(tmp_path: Path) -> None:
