@@ -59,6 +59,7 @@ import contextlib
 import itertools
 import math
 import os
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
@@ -595,8 +596,21 @@ def _pool(parallel: bool, workers: int) -> Iterator[Any]:
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
-    with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+    with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
+                             initializer=_exit_with_parent, initargs=(os.getpid(),)) as pool:
         yield pool
+
+
+def _exit_with_parent(parent: int) -> None:
+    """In a worker: exit as soon as the benchmark process is gone (killed, it cannot shut its pool down, and a
+    training worker would run on for half an hour)."""
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
 
 
 def _method_in_worker(name: str, cfg_json: dict[str, Any]) -> tuple[list[list[str]], float, float, dict[str, Any]]:

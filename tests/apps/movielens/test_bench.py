@@ -7,6 +7,11 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -275,3 +280,36 @@ def test_parallel_workers_give_the_same_results_as_one_process(tmp_path: Path) -
         runs[workers] = json.loads((tmp_path / f"out{workers}" / "per_user.json").read_text())
         assert report["methods"]["sid"]["users"] == 40
     assert runs[1] == runs[2]
+
+
+@pytest.mark.integration
+def test_workers_exit_when_the_benchmark_process_is_killed(tmp_path: Path) -> None:
+    """A killed benchmark cannot shut its pool down; its workers watch for that and exit within a few seconds
+    instead of training on for half an hour."""
+    script = tmp_path / "parent.py"
+    script.write_text(
+        "import os, sys, time\n"
+        f"sys.path.insert(0, {str(Path(__file__).resolve().parents[3])!r})\n"
+        "from apps.movielens.bench import _pool\n"
+        "if __name__ == '__main__':\n"
+        "    with _pool(True, 1) as pool:\n"
+        "        print(pool.submit(os.getpid).result(), flush=True)\n"
+        "        pool.submit(time.sleep, 600)\n"
+        "        time.sleep(600)\n")
+    parent = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert parent.stdout is not None
+        worker = int(parent.stdout.readline())
+        os.kill(worker, 0)  # alive while the benchmark is
+    finally:
+        parent.kill()
+        parent.wait()
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        try:
+            os.kill(worker, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.2)
+    os.kill(worker, signal.SIGKILL)
+    pytest.fail(f"worker {worker} outlived its killed parent by 15 s")
