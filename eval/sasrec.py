@@ -233,15 +233,14 @@ def _fit(root: Path, cfg: SasRecConfig, progress: Callable[[str], None] | None,
     if cfg.item_init == "cooccurrence":
         _cooccurrence_init(model, dataset, timelines, cfg)
     trainer = _trainer(config, model)
+    item_ids = [str(t) for t in dataset.field2id_token[dataset.iid_field]]
     if cfg.valid_metric == "history_excluded":
-        item_ids = [str(t) for t in dataset.field2id_token[dataset.iid_field]]
         ranker = SasRecRanker(model=model, item_ids=item_ids, max_seq_len=cfg.max_seq_len)
         users = [t for t in timelines.values() if len(t) >= 3]
         histories, targets = [list(t[:-2]) for t in users], [t[-2] for t in users]
 
         def history_excluded(valid_data: Any, show_progress: bool = False) -> tuple[float, dict[str, float]]:
-            score = validation_ndcg(ranker, histories, targets)
-            model.train()
+            score = validation_ndcg(ranker, histories, targets)  # RecBole's next epoch puts the model back in train
             return score, {"ndcg@10": score}
 
         trainer._valid_epoch = history_excluded  # RecBole's early stopping and best epoch then follow it
@@ -259,7 +258,6 @@ def _fit(root: Path, cfg: SasRecConfig, progress: Callable[[str], None] | None,
         model.load_state_dict(best["state"])
     train_s = time.perf_counter() - t0
     test = trainer.evaluate(test_data, load_best_model=False, show_progress=False)
-    item_ids = [str(t) for t in dataset.field2id_token[dataset.iid_field]]
     info = {"epochs_run": len(trainer.train_loss_dict), "best_epoch": best.get("epoch", -1) + 1,
             "valid_ndcg@10": best.get("valid_ndcg10"), "train_s": round(train_s, 2),
             "recbole_test": {str(k): round(float(v), 6) for k, v in test.items()},
@@ -272,22 +270,15 @@ def validation_ndcg(ranker: SasRecRanker, histories: Sequence[Sequence[str]], ta
     """Mean NDCG@k of each target ranked among the items not in its history (one relevant item: 1 / log2(rank +
     2) when its 0-based rank, the number of those items scoring strictly higher, is below k; a target that is in
     its history or that the model never saw scores 0)."""
+    from training.genrec import ndcg_at
+
     total = 0.0
     for s in range(0, len(histories), batch_size):
         hist, tgt = histories[s:s + batch_size], targets[s:s + batch_size]
-        sc = ranker.scores(hist)  # (B, V)
-        for b, (h, t) in enumerate(zip(hist, tgt, strict=True)):
-            j = ranker.index.get(t)
-            if j is None:
-                continue
-            row = sc[b]
-            masked = [ranker.index[i] for i in h if i in ranker.index]
-            row[masked] = -np.inf
-            if not np.isfinite(row[j]):  # the target is in its history
-                continue
-            rank = int((row > row[j]).sum())
-            if rank < k:
-                total += 1.0 / float(np.log2(rank + 2))
+        sc = ranker.scores(hist)  # (B, V); column 0, the padding, is -inf
+        for b, h in enumerate(hist):
+            sc[b, [ranker.index[i] for i in h if i in ranker.index]] = -np.inf
+        total += float(ndcg_at(sc, [ranker.index.get(t, 0) for t in tgt], k).sum())  # unknown: the padding
     return total / max(1, len(histories))
 
 

@@ -560,6 +560,7 @@ def unique_last_level(model: ResidualKMeans, x: np.ndarray, codes: np.ndarray) -
         raise ValueError(f"codes must be ({len(x)}, {model.levels}), got {c.shape}")
     last = model.levels - 1
     cent = model.centroids[last]  # (K, D)
+    cent_sq = (cent * cent).sum(1)  # (K,)
     group = _row_groups(c[:, :last]) if last else np.zeros(len(c), np.int64)
     order = np.argsort(group, kind="stable")
     bounds = np.flatnonzero(np.diff(group[order])) + 1
@@ -567,13 +568,12 @@ def unique_last_level(model: ResidualKMeans, x: np.ndarray, codes: np.ndarray) -
         if len(rows) < 2:
             continue
         r = model._residual(x, c, last, rows)  # (n, D)
-        cost = ((r[:, None, :] - cent[None, :, :]) ** 2).sum(-1)  # (n, K)
+        cost = (r * r).sum(1)[:, None] - 2.0 * (r @ cent.T) + cent_sq[None, :]  # (n, K) squared distances
         if len(rows) <= len(cent):
-            got, code = linear_sum_assignment(cost)
-            c[rows[got], last] = code
+            items, codes = linear_sum_assignment(cost)
         else:  # more items than codes: the K cheapest pairs are made distinct, the rest keep their codes
-            got, code = linear_sum_assignment(cost.T)  # (K,) codes -> items
-            c[rows[code], last] = got
+            codes, items = linear_sum_assignment(cost.T)
+        c[rows[items], last] = codes
     return c
 
 

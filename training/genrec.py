@@ -423,11 +423,12 @@ def scores(model: SidRec, histories: Sequence[Sequence[int]], exclude: Sequence[
 
 
 def ndcg_at(score_rows: np.ndarray, targets: Sequence[int], k: int = 10) -> np.ndarray:
-    """Per row NDCG@k of one relevant item: 1 / log2(rank + 2) when its rank (0-based, ties against it) < k."""
+    """Per row NDCG@k of one relevant item: 1 / log2(rank + 2) when its rank (0-based, ties against it) < k; a
+    target scored -inf (masked, e.g. in its own history) gets 0."""
     t = np.asarray(targets)
     own = score_rows[np.arange(len(t)), t]
     rank = (score_rows > own[:, None]).sum(1)
-    return np.where(rank < k, 1.0 / np.log2(rank + 2.0), 0.0)
+    return np.where(np.isfinite(own) & (rank < k), 1.0 / np.log2(rank + 2.0), 0.0)
 
 
 def fit_sid_rec(model: SidRec, train_rows: Sequence[Sequence[int]],

@@ -212,6 +212,8 @@ def test_ndcg_at_hand_values() -> None:
     got = ndcg_at(rows, [2, 1, 0, 0], k=3)
     np.testing.assert_allclose(got, [1 / math.log2(3), 1.0, 0.5, 1.0])
     np.testing.assert_allclose(ndcg_at(rows, [2, 1, 0, 0], k=2), [1 / math.log2(3), 1.0, 0.0, 1.0])
+    # a masked target (-inf: in its own history) scores 0, though only one item beats it
+    np.testing.assert_allclose(ndcg_at(rows, [2, 1, 0, 2], k=3), [1 / math.log2(3), 1.0, 0.5, 0.0])
 
 
 def test_training_learns_a_sequence_rule_it_was_not_shown_at_test_time() -> None:
