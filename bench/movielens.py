@@ -1,7 +1,7 @@
 """MovieLens-100k next-item benchmark: SID generative retrieval vs popularity, BM25, dense and SASRec-CE.
 
     python bench/movielens.py --quick          # SASRec 3 epochs, SID 5 epochs (a few minutes)
-    python bench/movielens.py                  # both trained until validation stops improving (~18 min, 2 idle cores)
+    python bench/movielens.py                  # both trained until validation stops improving (~27 min on 2 cores)
 
 Imports the world from the recbole wheel into ``--world`` if it is not there (what
 ``sidekick world import-movielens`` does), runs :func:`apps.movielens.bench.run_movielens_benchmark`

@@ -104,6 +104,8 @@ def test_config_presets_fill_only_what_was_not_set(tmp_path: Path) -> None:
     assert (full[0].epochs, full[0].stopping_step, full[1].epochs, full[1].patience, full[2].pretrain_epochs,
             full[3].epochs) == (60, 10, 100, 8, 20, 12.0)
     assert (full[1].hidden, full[1].inner, full[1].ema, full[2].dim) == (128, 512, 0.999, 64)
+    assert (full[0].dropout, full[0].batch_size, full[0].lr, full[0].valid_metric) == (0.3, 512, 2e-3,
+                                                                                    "history_excluded")
     assert MovieLensBenchConfig(world=tmp_path, out=tmp_path).sid_also == ["text"]
     with pytest.raises(ValueError, match=r"sid_lm\.beam_size"):
         MovieLensBenchConfig.model_validate({"world": tmp_path, "out": tmp_path, "k": 30, "methods": ["sid-lm"]})
