@@ -50,7 +50,7 @@ VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
     "sid-lm": ("the wave-1 model: tiny Llama over SID tokens, text SIDs 3x32, beam 20", {"methods": ["sid-lm"]}),
 }
 DEFAULT_VARIANTS = ("no-year", "item", "cooccurrence", "parallel", "no-mlp", "untied", "64-wide", "item-dropout")
-"""Run when ``--only`` is not given (about 12 min each on one core; the others on request)."""
+"""Run when ``--only`` is not given (3-13 min each on one core, about an hour in all; the others on request)."""
 
 
 def main() -> None:

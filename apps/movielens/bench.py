@@ -147,7 +147,7 @@ PRESETS: dict[str, dict[str, dict[str, Any]]] = {
 """Training length per mode, for the fields of ``sasrec`` / ``sid`` / ``sid_codes`` / ``sid_lm`` a config leaves
 unset. Full: both trained models stop on the same validation item and metric (NDCG@10, history excluded) after
 10 (SASRec) / 8 (each SID model, whose epochs are shorter) epochs without a better one. SASRec's settings (dropout
-0.3, batch 512, lr 2e-3; best epoch 26 of 37 on seed 0) were the best of 15 SASRec settings tried on this validation
+0.3, batch 512, lr 2e-3; best epoch 26 of 37 on seed 0) were the best of 14 SASRec settings tried on this validation
 (0.1345; dropout 0.3 alone 0.1292, RecBole's defaults with dropout 0.2 0.1259; the README lists them). The SID models
 are 128 wide with a weight average (chosen on validation: 64 wide without it reached the same NDCG@10 in ~3x the
 epochs); SASRec at 128 takes ~150 s an epoch here, too slow for the benchmark's 40 minutes. The SIDs join each
