@@ -100,8 +100,6 @@ class SidRecConfig(BaseModel):
     trie_softmax: bool = Field(default=False, description="Each level's softmax runs only over the codes that "
                                "continue the item's prefix to some item, in training and decoding, so no "
                                "probability goes to code paths no item has. Default false (all codes).")
-    label_smoothing: float = Field(default=0.0, ge=0, lt=1, description="Label smoothing of each level's "
-                                   "cross-entropy in training (default 0).")
     ema: float = Field(default=0.0, ge=0, lt=1, description="Decay of an exponential moving average of the weights "
                        "(per step, warmed up as min(ema, (1 + t) / (10 + t))); the average is what is validated and "
                        "kept. 0 = off (default).")
@@ -114,9 +112,8 @@ class SidRec(nn.Module):
     """Encoder over code-composed item embeddings + a code-by-code (or parallel) SID decoder."""
 
     codes: torch.Tensor  # (N, D) buffer: the SID of every item
-    input_codes: torch.Tensor  # (N, D') buffer, only with input_codes: another view of every item, input only
 
-    def __init__(self, codes: np.ndarray, cfg: SidRecConfig, input_codes: np.ndarray | None = None) -> None:
+    def __init__(self, codes: np.ndarray, cfg: SidRecConfig) -> None:
         super().__init__()
         codes = np.asarray(codes)
         if codes.ndim != 2 or len(codes) == 0 or codes.dtype.kind not in "iu" or (codes < 0).any():
@@ -126,24 +123,12 @@ class SidRec(nn.Module):
             raise SidRecError("two items share a SID: add a collision suffix (sid.quantize.add_collision_suffix)")
         if cfg.trie_softmax and cfg.head != "autoregressive":
             raise SidRecError("trie_softmax needs the autoregressive head (a parallel level sees no prefix)")
-        if cfg.trie_softmax and cfg.label_smoothing:
-            raise SidRecError("label_smoothing with trie_softmax would put mass on masked codes: use one of them")
         self.cfg = cfg
         self.sizes = [int(codes[:, lv].max()) + 1 for lv in range(codes.shape[1])]
         d = cfg.hidden
         self.register_buffer("codes", torch.as_tensor(codes, dtype=torch.long), persistent=True)  # (N, D)
         self.code_emb = nn.ModuleList(nn.Embedding(k, d) for k in self.sizes)
         self.item_emb = nn.Embedding(len(codes), d) if cfg.item_input else None
-        # another view of each item (e.g. the SID of another code source): read, never written
-        self.input_emb: nn.ModuleList | None = None
-        if input_codes is not None:
-            extra = np.asarray(input_codes)
-            if extra.ndim != 2 or len(extra) != len(codes) or extra.dtype.kind not in "iu" or (extra < 0).any():
-                raise SidRecError(f"input_codes must be ({len(codes)}, D') non-negative ints, got {extra.shape} "
-                                  f"{extra.dtype}")
-            self.register_buffer("input_codes", torch.as_tensor(extra, dtype=torch.long), persistent=True)
-            self.input_emb = nn.ModuleList(nn.Embedding(int(extra[:, lv].max()) + 1, d)
-                                           for lv in range(extra.shape[1]))
         self.pos_emb = nn.Embedding(cfg.context_items, d)
         self.emb_norm = nn.LayerNorm(d)
         self.drop = nn.Dropout(cfg.dropout)
@@ -213,9 +198,6 @@ class SidRec(nn.Module):
         x = sum(emb(c[..., lv]) for lv, emb in enumerate(self.code_emb))  # (B, T, d)
         if self.item_emb is not None:
             x = x + self.item_emb(items.clamp(min=0))
-        if self.input_emb is not None:
-            v = self.input_codes[items.clamp(min=0)]  # (B, T, D')
-            x = x + sum(emb(v[..., lv]) for lv, emb in enumerate(self.input_emb))
         if self.training and self.cfg.item_dropout > 0:
             x = x.masked_fill(torch.rand(x.shape[:2], device=x.device)[..., None] < self.cfg.item_dropout, 0.0)
         x = x + self.pos_emb(torch.arange(t, device=items.device))[None]
@@ -262,7 +244,7 @@ class SidRec(nn.Module):
             if self.cfg.trie_softmax:
                 logits = logits.masked_fill(~self._valid[lv][self._inverse[lv][target.cpu()]].to(h.device),
                                             -math.inf)
-            loss = loss + F.cross_entropy(logits, c[:, lv], label_smoothing=self.cfg.label_smoothing)
+            loss = loss + F.cross_entropy(logits, c[:, lv])
         return loss / len(self.sizes)
 
     def item_log_probs(self, h: torch.Tensor) -> torch.Tensor:

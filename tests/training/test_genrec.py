@@ -161,29 +161,6 @@ def test_item_input_gives_items_with_one_sid_prefix_their_own_inputs() -> None:
     torch.testing.assert_close(after[1, :2], before[1, :2])  # not in the second
 
 
-def test_input_codes_add_another_views_embeddings_to_the_input_only() -> None:
-    """input_codes: an item's input is its SID's code embeddings plus its other view's; items 0 and 1 (SIDs
-    that differ only in the last code) given the same other-view code get inputs that differ by the SID part
-    alone, and the output (the SID log-probs) keeps the model's own codes."""
-    view = np.array([[0, 1], [0, 1], [1, 0], [2, 0], [2, 1], [3, 1]])
-    torch.manual_seed(0)
-    m = SidRec(CODES, SidRecConfig(context_items=4, hidden=16, inner=32, dropout=0.0), input_codes=view).eval()
-    seen: list[torch.Tensor] = []
-    m.emb_norm.register_forward_hook(lambda _m, args, _out: seen.append(args[0].detach()))
-    m.encode(torch.tensor([[0, 1, 2, -1]]))
-    x, pos = seen[0][0], m.pos_emb.weight.detach()
-    for t, item in enumerate([0, 1, 2]):
-        own = sum(m.code_emb[lv].weight[CODES[item, lv]] for lv in range(3))
-        other = m.input_emb[0].weight[view[item, 0]] + m.input_emb[1].weight[view[item, 1]]
-        torch.testing.assert_close(x[t], (own + other + pos[t]).detach())
-    assert m.item_log_probs(m.last_state([[0, 1]])).shape == (1, len(CODES))
-    assert len(m.input_emb) == 2 and m.input_emb[0].num_embeddings == 4 and m.input_emb[1].num_embeddings == 2
-    with pytest.raises(SidRecError, match="input_codes"):
-        SidRec(CODES, SidRecConfig(), input_codes=view[:5])
-    with pytest.raises(SidRecError, match="input_codes"):
-        SidRec(CODES, SidRecConfig(), input_codes=-view)
-
-
 @pytest.mark.parametrize("head", ["autoregressive", "parallel"])
 def test_item_log_probs_are_the_sum_of_each_codes_log_prob(head: str) -> None:
     m = _model(head)
@@ -201,23 +178,6 @@ def test_item_log_probs_are_the_sum_of_each_codes_log_prob(head: str) -> None:
     if head == "parallel":  # parallel codes do not read the prefix: same as a product of per-level softmaxes
         lp = [F.log_softmax(m._level_logits(h, None, lv), -1) for lv in range(3)]
         torch.testing.assert_close(got[:, 5], lp[0][:, 1] + lp[1][:, 2] + lp[2][:, 1])
-
-
-def test_label_smoothing_mixes_each_levels_target_with_the_uniform_over_its_codes() -> None:
-    """Per level: (1 - e) * -log p(target) + e * mean over the level's codes of -log p(code); code_loss averages
-    the levels (nats per code)."""
-    m = _model(label_smoothing=0.3)
-    h = m.last_state([[0, 3], [5]])
-    target = torch.tensor([4, 1])
-    want = torch.zeros(())
-    for lv in range(3):
-        c = m.codes[target]
-        logp = F.log_softmax(m._level_logits(h, c[:, :lv], lv), -1)  # (2, K_l)
-        nll = -logp[torch.arange(2), c[:, lv]]
-        want = want + (0.7 * nll + 0.3 * -logp.mean(-1)).mean()
-    torch.testing.assert_close(m.code_loss(h, target), want / 3)
-    with pytest.raises(SidRecError, match="label_smoothing"):
-        SidRec(CODES, SidRecConfig(label_smoothing=0.1, trie_softmax=True))
 
 
 def test_beam_search_finds_the_exact_top_items_when_wide_enough() -> None:
