@@ -141,7 +141,7 @@ def main() -> None:
 
 BASE_ROWS = {"sasrec": "SASRec-CE (base run)", "sid": "the default: ensemble of the two SID models (base run)",
              BASE_MODEL: "its main model alone: learned codes + year (base run; what every variant changes)",
-             "sid: text codes only": "its second model alone: text codes (base run)"}
+             "sid: learned codes, model 2, only": "its second model alone: learned codes, seed + 1 (base run)"}
 
 
 def _paired(a: list[float], b: list[float], n_boot: int) -> dict[str, Any]:

@@ -104,13 +104,12 @@ def test_config_presets_fill_only_what_was_not_set(tmp_path: Path) -> None:
     assert (full[0].epochs, full[0].stopping_step, full[1].epochs, full[1].patience, full[2].pretrain_epochs,
             full[3].epochs) == (60, 10, 100, 8, 20, 12.0)
     assert (full[1].hidden, full[1].inner, full[1].ema, full[2].dim) == (128, 512, 0.999, 64)
-    assert (full[0].dropout, full[0].batch_size, full[0].lr, full[0].valid_metric) == (0.3, 512, 2e-3,
+    assert (full[0].dropout, full[0].batch_size, full[0].lr, full[0].valid_metric) == (0.35, 512, 2e-3,
                                                                                     "history_excluded")
-    assert MovieLensBenchConfig(world=tmp_path, out=tmp_path).sid_also == ["text"]
+    assert MovieLensBenchConfig(world=tmp_path, out=tmp_path).sid_also == ["learned"]
+    assert (full[0].dropout, full[1].dropout) == (0.35, 0.3)
     with pytest.raises(ValueError, match=r"sid_lm\.beam_size"):
         MovieLensBenchConfig.model_validate({"world": tmp_path, "out": tmp_path, "k": 30, "methods": ["sid-lm"]})
-    with pytest.raises(ValueError, match=r"sid_also \['text', 'learned'\] repeats"):
-        MovieLensBenchConfig.model_validate({"world": tmp_path, "out": tmp_path, "sid_also": ["text", "learned"]})
     with pytest.raises(ValueError, match=r"sid\.beam_size"):
         MovieLensBenchConfig.model_validate({"world": tmp_path, "out": tmp_path, "sid": {"beam_size": 5}})
     assert MovieLensBenchConfig(world=tmp_path, out=tmp_path, k=30).sid.beam_size == 0  # exact decoding: any k
@@ -231,7 +230,7 @@ def test_benchmark_end_to_end_on_100_real_users(tmp_path: Path) -> None:
         "sid_lm": {"epochs": 0.5, "beam_size": 10}, "methods": list(METHODS), "n_boot": 200})
     lines: list[str] = []
     report = run_movielens_benchmark(cfg, lines.append)
-    members = ["sid: learned codes only", "sid: text codes only"]  # the ensemble's two models, each alone
+    members = ["sid: learned codes only", "sid: learned codes, model 2, only"]  # the ensemble's models, each alone
     assert list(report["methods"]) == ["popularity", "bm25", "dense", "sasrec", *members, "sid", "sid-lm"]
     for pair in ("sid - sasrec", "sid-lm - sasrec", *(f"{m} - sasrec" for m in members)):  # the same 100 users
         ci = report["paired"][pair]["ndcg@10"]
@@ -240,10 +239,11 @@ def test_benchmark_end_to_end_on_100_real_users(tmp_path: Path) -> None:
         assert abs(ci["delta"] - (report["methods"][name]["ndcg@10"] - report["methods"]["sasrec"]["ndcg@10"])) < 1e-6
     sid = report["methods"]["sid"]["details"]
     assert sid["sids"]["shape"] == [1682, 3]
-    assert [m["sids"]["source"] for m in sid["members"]] == ["learned", "text"]
-    # the presets join the release year to the learned codes' embeddings only (sid_also_attributes false)
-    assert [m["codes"]["attributes"] for m in sid["members"]] == [["year"], []]
-    assert "pretrain" not in sid["members"][1] and sid["members"][1]["training"]["epochs_run"] == 2
+    assert [m["sids"]["source"] for m in sid["members"]] == ["learned", "learned"]
+    # both learned models join the release year (a text model would not); the second runs with seed + 1
+    assert [m["codes"]["attributes"] for m in sid["members"]] == [["year"], ["year"]]
+    assert [m["config"]["seed"] for m in sid["members"]] == [0, 1]
+    assert sid["members"][1]["pretrain"]["epochs_run"] == 2 and sid["members"][1]["training"]["epochs_run"] == 2
     assert sid["training"]["epochs_run"] == 2 and sid["pretrain"]["epochs_run"] == 2
     assert "NDCG@10 sid - sasrec:" in format_table(report)
     assert report["counts"] == {"users": 100, "items": 1682, "interactions": sum(
