@@ -485,6 +485,20 @@ class SidRecRanker:
         return self.rank_many([query], k)[0]
 
 
+def ensemble_members(cfg: MovieLensBenchConfig) -> list[tuple[SidRecConfig, SidCodesConfig]]:
+    """The model settings and codes of each SID model of method ``sid``: the main one (``sid_codes``), then one per
+    ``sid_also`` source. Model n runs with seed ``seed + n`` (its item-id model, k-means and training), so a source
+    may repeat; a ``sid_also`` model joins ``sid_codes.attributes`` unless it is a ``text`` one (or as
+    ``sid_also_attributes`` says) and never warm-starts."""
+    _, model_cfg, codes_cfg, _ = cfg.effective()
+    out = [(model_cfg, codes_cfg)]
+    for n, source in enumerate(cfg.sid_also, 1):
+        joined = source != "text" if cfg.sid_also_attributes is None else cfg.sid_also_attributes
+        out.append((model_cfg.model_copy(update={"seed": cfg.seed + n}), codes_cfg.model_copy(update={
+            "source": source, "warm_start": False, **({} if joined else {"attributes": []})})))
+    return out
+
+
 def _fit_sid_rec(cfg: MovieLensBenchConfig, data: LeaveOneOut, items: list[Item],
                  progress: Progress | None) -> tuple[SidRecRanker, dict[str, Any]]:
     """Codes (:class:`SidCodesConfig`) from the training split, then the SID model, both stopped on the validation
@@ -492,20 +506,14 @@ def _fit_sid_rec(cfg: MovieLensBenchConfig, data: LeaveOneOut, items: list[Item]
     from sid.build import item_text
     from training.genrec import SidRec, build_codes, fit_sid_rec
 
-    _, model_cfg, codes_cfg, _ = cfg.effective()
     ids = [i.item_id for i in items]
     row = {item: r for r, item in enumerate(ids)}
     train = [[row[i] for i in data.train(u)] for u in data.users]
     valid = (train, [row[data.timelines[u][-2]] for u in data.users])
     models, members = [], []
-    for n, source in enumerate([codes_cfg.source, *cfg.sid_also]):
-        joined = source != "text" if cfg.sid_also_attributes is None else cfg.sid_also_attributes
-        view = codes_cfg if n == 0 else codes_cfg.model_copy(update={
-            "source": source, "warm_start": False, **({} if joined else {"attributes": []})})
-        tag = "sid" if n == 0 else f"sid ({source} codes, model {n + 1})"
-        # model n: seed + n for its item-id model, k-means and training (model 0 is the single model's run)
-        seed = cfg.seed + n
-        model_cfg = model_cfg.model_copy(update={"seed": seed})
+    for n, (model_cfg, view) in enumerate(ensemble_members(cfg)):
+        seed = model_cfg.seed
+        tag = "sid" if n == 0 else f"sid ({view.source} codes, model {n + 1})"
         codes, info, init = build_codes(train, len(ids), valid, model_cfg, view, seed,
                                         lambda: [item_text(i) for i in items], _cache_dir(cfg),
                                         _prefixed(progress, f"{tag} codes: item-id model"),
@@ -731,9 +739,7 @@ def run_movielens_benchmark(cfg: MovieLensBenchConfig, progress: Progress | None
                 ranked, train_s, eval_s, info = _method(name, cfg, data, items, queries, progress)
             members = info.get("members", [])
             for n, (member, member_ranked) in enumerate(zip(members, info.pop("member_rankings", []), strict=True)):
-                source = member["codes"]["source"]
-                again = any(m["codes"]["source"] == source for m in members[:n])
-                label = f"sid: {source} codes{f', model {n + 1},' if again else ''} only"
+                label = f"sid: {member['codes']['source']} codes{f', model {n + 1},' if n else ''} only"
                 per_user[label] = _per_user(member_ranked, targets, cfg.k)
                 methods[label] = {**_score(member_ranked, targets, cfg.k),
                                   "train_s": round(member["training"]["train_s"] + member.get("pretrain", {}).get(

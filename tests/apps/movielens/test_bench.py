@@ -28,6 +28,7 @@ from apps.movielens.bench import (
     SidRecRanker,
     SidRetrievalConfig,
     by_target_count,
+    ensemble_members,
     format_table,
     load_leave_one_out,
     run_movielens_benchmark,
@@ -108,6 +109,14 @@ def test_config_presets_fill_only_what_was_not_set(tmp_path: Path) -> None:
                                                                                     "history_excluded")
     assert MovieLensBenchConfig(world=tmp_path, out=tmp_path).sid_also == ["learned"]
     assert (full[0].dropout, full[1].dropout) == (0.35, 0.3)
+    # the ensemble: model n runs with seed + n; a sid_also model joins the year unless it reads text codes
+    members = ensemble_members(MovieLensBenchConfig(world=tmp_path, out=tmp_path, seed=4,
+                                                    sid_also=["learned", "text"]))
+    assert [(m.seed, c.source, c.attributes) for m, c in members] == [
+        (4, "learned", ["year"]), (5, "learned", ["year"]), (6, "text", [])]
+    assert [m.dropout for m, _ in members] == [0.3] * 3
+    off = ensemble_members(MovieLensBenchConfig(world=tmp_path, out=tmp_path, sid_also_attributes=False))
+    assert [c.attributes for _, c in off] == [["year"], []]
     with pytest.raises(ValueError, match=r"sid_lm\.beam_size"):
         MovieLensBenchConfig.model_validate({"world": tmp_path, "out": tmp_path, "k": 30, "methods": ["sid-lm"]})
     with pytest.raises(ValueError, match=r"sid\.beam_size"):
