@@ -139,9 +139,10 @@ def main() -> None:
     print(f"\nwrote {out}")
 
 
-BASE_ROWS = {"sasrec": "SASRec-CE (base run)", "sid": "the default: ensemble of the two SID models (base run)",
+BASE_ROWS = {"sasrec": "SASRec-CE (base run)", "sid": "the default: ensemble of the three SID models (base run)",
              BASE_MODEL: "its main model alone: learned codes + year (base run; what every variant changes)",
-             "sid: learned codes, model 2, only": "its second model alone: learned codes, seed + 1 (base run)"}
+             "sid: learned codes, model 2, only": "its second model alone: learned codes, seed + 1 (base run)",
+             "sid: learned codes, model 3, only": "its third model alone: learned codes, seed + 2 (base run)"}
 
 
 def _paired(a: list[float], b: list[float], n_boot: int) -> dict[str, Any]:

@@ -40,7 +40,7 @@ from data_curation.names import NameFinder
 from data_curation.ner import DEFAULT_MODEL as DEFAULT_NER_MODEL
 from data_curation.ner import SpacyPersons
 
-PII_RULES_VERSION = 4
+PII_RULES_VERSION = 5
 """Bumped whenever a detector changes what it finds (curation stages that scrub then re-run)."""
 PII_TYPES: tuple[str, ...] = ("EMAIL", "IBAN", "CARD", "IP", "ORDER_ID", "NATIONAL_ID", "ADDRESS", "PHONE", "NAME")
 """Every type the scrubber knows, in overlap-priority order."""
@@ -237,6 +237,7 @@ _ADDRESS_STOP = re.compile(
     r"cordialement|bisous|love|obrigad[oa]|grazie|gracias|danke)\b"
 )
 _PHONE_CANDIDATE = re.compile(r"(?<![0-9A-Za-zÀ-ɏ_+])(?:\+\s?)?\(?\d(?:[\d().\-/]|[ \t](?=[\d(+]))*\d\)?")
+_ROUND_RANGE = re.compile(r"[1-9]\d*0{3,}\s*[-–]\s*[1-9]\d*0{3,}")
 _PHONE_CUE = re.compile(r"(?i)\b(?:call|phone|tel|tlf|tfn|telefon|telefone|teléfono|telefono|telephone|mobile|mob|cell|"
                         r"number|whatsapp|text me|reach me|fax|ring|contact|cel|celular|móvil|movil|handy|portable|"
                         r"cellulare|numaram|telefonu|sđt|sdt|hp|no hp|nomor|номер|телефон|тел|моб)\b"
@@ -374,6 +375,84 @@ def _order_ids(text: str) -> Iterator[Detection]:
             continue  # "the booking is S8734521D": a national id's own shape wins over the order cue
         if digits >= 4 or (digits >= 1 and token.lstrip("#").isupper() and len(token) >= 6) or token.startswith("#"):
             yield Detection(m.start("id"), m.end("id"), "ORDER_ID")
+
+
+# The backstop for identifiers in formats no rule above knows: a token of letters, digits and - / . joins that holds
+# a run of 5+ digits, or 6+ digits in all, or digit groups separated by single spaces or dashes holding 8+ digits
+# in all, is somebody's reference (an order, booking, ticket, account or id number) unless it reads as a quantity:
+# money ("12,499.00", "$125000"), a number with a unit ("20000mAh", "1080p"), a date, a time or a range of
+# round numbers ("10000-15000"), a resolution ("3840x2160") or a version ("firmware 2.10.45101").
+_ID_BACKSTOP = re.compile(r"(?<![A-Za-z0-9À-ɏ_@.+/-])#?[A-Za-z0-9](?:[A-Za-z0-9]|[-/.](?=[A-Za-z0-9])|[ -](?=\d)(?<=\d[ -]))*"
+                          r"(?![A-Za-z0-9À-ɏ_@])")  # a CJK or Thai letter may touch it: "单号是SF1428837290561，"
+_QUANTITY = re.compile(
+    r"(?i)\d{1,3}(?:[,.' ]\d{3})+(?:[.,]\d{1,2})?|\d+[.,]\d{1,2}|"  # 12,499.00 / 1.299.000 / 1299.99
+    r"\d+(?:[.,]\d+)?(?:mah|wh|kwh|mm|cm|km|m|kg|g|mg|lb|lbs|oz|ml|l|gb|tb|mb|kb|hz|khz|mhz|ghz|w|kw|v|mp|p|k|"
+    r"fps|dpi|rpm|btu|lm|nm|cc|ft|in|mi|x|mph|kmh|km/h|steps|pcs|pc|yrs?|years?|miles?|pts?|points?|eur|usd|gbp|"
+    r"inr|jpy|cny|rmb|yen|euros?|dollars?|rupees?|rs|₹|€|\$|£|¥)|"
+    r"\d+(?:[.,]\d+)?(?:\s*[x×]\s*\d+(?:[.,]\d+)?){1,3}(?:mm|cm|m|in|ft)?"  # 3840x2160, 80x28x202 (cm)
+)
+_MONEY_BEFORE = re.compile(r"(?i)(?:[$€£¥₹₩₽]|rs\.?|inr|usd|eur|gbp|jpy|cny|rmb|mxn|brl|aud|cad|chf|sek|nok|dkk|pln|"
+                           r"czk|huf|try|aed|sar|zar|ngn|kes|egp|php|idr|vnd|thb|krw|rub|uah|r\$)\s*$")
+_MONEY_AFTER = re.compile(r"(?i)^\s*(?:[$€£¥₹₩₽]|rs\b|inr|usd|eur|euros?|gbp|pounds?|dollars?|rupees?|yen|yuan|won|"
+                          r"pesos?|reais|real|lei|zł|zl|kč|kc|ft|forint|lira|dirhams?|riyals?|rand|naira|shillings?|"
+                          r"dong|baht|rubles?|roubles?|hryvnias?|mxn|brl|aud|cad|chf|sek|nok|dkk|pln|czk|huf|aed|sar|"
+                          r"zar|ngn|kes|egp|php|idr|vnd|thb|krw|rub|uah|/-|k\b|m\b|bn\b|million|billion|lakh|crore|"
+                          r"mil|mill|miles?|km|kms|steps?|views?|followers?|likes?|subs|subscribers?|people|users?)")
+_TIME = re.compile(r"\d{1,2}[:.h]\d{2}(?::\d{2})?")
+
+
+def _id_backstop(text: str, taken: Sequence[Detection]) -> Iterator[Detection]:
+    for m in _ID_BACKSTOP.finditer(text):
+        raw = m.group()
+        if " " in raw or (raw.count("-") and all(g.isdigit() for g in raw.split("-"))):
+            groups = re.split(r"[ -]", raw)
+            if all(g.isdigit() for g in groups) and (
+                    _NUMBERS_CUE.search(text, max(0, m.start() - 16), m.start())
+                    or all(re.fullmatch(r"(?:19|20)\d\d", g) for g in groups)):
+                continue  # "prices 1299 1499 1999", "2019 2020 2021": numbers listed, not one number
+            if all(g.isdigit() for g in groups) and sum(map(len, groups)) < 8 and (
+                    len(groups) != 2 or max(map(len, groups)) < 5 or groups[0].endswith("000")):
+                continue  # under 8 digits in groups: only two parts, one of 5+ digits ("12-34567")
+        digits = sum(c.isdigit() for c in raw)
+        run = max((len(r) for r in re.findall(r"\d+", raw)), default=0)
+        if run < 5 and digits < 6:
+            continue
+        if any(m.start() < t.end and m.end() > t.start for t in taken):
+            continue
+        core = raw.lstrip("#")
+        if _QUANTITY.fullmatch(core) or _DATE.fullmatch(core) or _TIME.fullmatch(core) \
+                or re.fullmatch(r"\d{4}-\d{2}-\d{2}(?:T[\d:]+)?", core) \
+                or _ROUND_RANGE.fullmatch(core):
+            continue
+        if _MONEY_BEFORE.search(text, max(0, m.start() - 6), m.start()) or _MONEY_AFTER.match(text[m.end():m.end() + 14]) \
+                or (core.isdigit() and (_AMOUNT_BEFORE.search(text, max(0, m.start() - 16), m.start())
+                                        or _AMOUNT_AFTER.match(text[m.end():m.end() + 10]))):
+            continue
+        if _VERSION_CUE.search(text, max(0, m.start() - 12), m.start()) \
+                or _PRODUCT_CODE_CUE.search(text, max(0, m.start() - 24), m.start()):
+            continue
+        compact = re.sub(r"[ -]", "", core)
+        if (len(compact) == 13 and compact.isdigit() and _ean13_ok(compact)) or _isbn10_ok(compact):
+            continue  # a barcode or a book's ISBN names a product, not a person
+        kind = "NATIONAL_ID" if _ID_CUE_FAR.search(text, max(0, m.start() - 40), m.start()) \
+            and not _ORDER_CONTEXT.search(text, max(0, m.start() - 40), m.start()) else "ORDER_ID"
+        yield Detection(m.start(), m.end(), kind)
+
+
+_AMOUNT_BEFORE = re.compile(r"(?i)\b(?:budget|about|around|approx\.?|under|over|below|above|up to|upto|max|min|"
+                            r"maximum|minimum|than|costs?|price[sd]?|paid|pay|spent|salary|income|worth|only|just)\s*:?\s*$")
+_AMOUNT_AFTER = re.compile(r"(?i)^\s*(?:max|min|maximum|minimum|tops|or so|ish|or less|or more|at most|at least)\b")
+_NUMBERS_CUE = re.compile(r"(?i)\b(?:prices?|costs?|sizes?|years?|models?|rooms?|seats?|pages?|scores?|between|"
+                          r"from|numbers|options|quantities|qty)\s*:?\s*$")
+_PRODUCT_CODE_CUE = re.compile(r"(?i)\b(?:isbn(?:-1[03])?|ean(?:-13)?|upc|gtin|barcode|sku|asin|mpn|model(?: no\.?| number)?|"
+                               r"part(?: no\.?| number)?|p/n|art\.?-?nr\.?|artikelnummer|référence produit|modelo|modèle)"
+                               r"\s*[:#]?\s*$")
+
+
+def _isbn10_ok(d: str) -> bool:
+    if not re.fullmatch(r"\d{9}[\dXx]", d):
+        return False
+    return sum((10 - i) * (10 if c in "Xx" else int(c)) for i, c in enumerate(d)) % 11 == 0
 
 
 def _valid_date(yy: str, mm: str, dd: str) -> bool:
@@ -552,8 +631,9 @@ class PhoneFinder:
     def find(self, text: str, taken: Sequence[Detection] = ()) -> Iterator[Detection]:
         for cand in _PHONE_CANDIDATE.finditer(text):
             digits = sum(c.isdigit() for c in cand.group())
-            if digits < 7 or any(cand.start() < t.end and cand.end() > t.start for t in taken):
-                continue
+            if digits < 7 or any(cand.start() < t.end and cand.end() > t.start for t in taken) \
+                    or _ROUND_RANGE.fullmatch(cand.group()):
+                continue  # "10000-25000 steps": two round numbers are a range, not a phone
             yield from self._match(text, cand.start(), cand.end(), digits)
 
     def _match(self, text: str, start: int, end: int, digits: int) -> Iterator[Detection]:
@@ -650,6 +730,7 @@ class Scrubber:
                 found.extend(detector(text))
             found, tails = _cut_addresses(text, resolve(_cued_not_cards(text, found)))
             found.extend(self.phones.find(text, found))
+            found.extend(_id_backstop(text, found))
         elif "#" in text:
             found.extend(_order_ids(text))
         names = self.names.find(text, [(d.start, d.end) for d in found])
@@ -693,8 +774,9 @@ class Scrubber:
                 spans = self.names.propagate(text, seen)
                 if spans:
                     extra.setdefault(i, []).extend(Detection(s, e, "NAME") for s, e in spans)
-        for i, dets in extra.items():
-            found = resolve([*out[i][1], *dets])
+        for i, dets in extra.items():  # what the other message's cue says a span is wins over its own guess
+            own = [d for d in out[i][1] if not any((d.start, d.end) == (x.start, x.end) for x in dets)]
+            found = resolve([*own, *dets])
             out[i] = (_render(texts[i], found), found)
         return out
 

@@ -160,3 +160,36 @@ def test_long_words_of_scripts_without_spaces_scrub_in_linear_time(scrubber: Scr
     start = time.perf_counter()
     scrubber.scrub(text)
     assert time.perf_counter() - start < 2.0
+
+
+# The identifier backstop: references in shapes no order / id rule knows, and the quantities it must leave alone.
+BACKSTOP_REMOVED = [
+    ("the courier said the waybill is 7731 0456 2219 9", "the courier said the waybill is <ORDER_ID> 9"),
+    ("hey, it's about Q7-448120-ZX, still nothing", "hey, it's about <ORDER_ID>, still nothing"),
+    ("kargo takip: KT-X5/918273A gelmedi", "kargo takip: <ORDER_ID> gelmedi"),
+    ("小包的单号是YT7720019384451，还没到", "小包的单号是<ORDER_ID>，还没到"),
+    ("it's under qb88213x4471 i think", "it's under <ORDER_ID> i think"),
+    ("ok my passport K08812745 is the one on file", "ok my passport <NATIONAL_ID> is the one on file"),
+]
+BACKSTOP_KEPT = [
+    "is the 20000mAh power bank allowed on a plane",
+    "budget is about 120000 rupees, 150000 max",
+    "I paid €1,249.99 for it, and the 1.299.000 VND one was cheaper",
+    "the box is 120x60x45 cm and the screen 3840x2160",
+    "firmware 4.10.22817 bricked it",
+    "ISBN 978-1-4028-9462-6, the hardcover",
+    "model no. 5002117 vs KD-65X85J, EAN 4006381333931",
+    "sizes 36 38 40 42 and years 1998 1999 2000 2001",
+    "we walk 10000-25000 most days",
+    "flight on 2025-03-14 at 09:45, back 21.03.2025",
+]
+
+
+@pytest.mark.parametrize(("text", "expected"), BACKSTOP_REMOVED, ids=[t[:36] for t, _ in BACKSTOP_REMOVED])
+def test_identifier_backstop_removes_references_of_unknown_shape(scrubber: Scrubber, text: str, expected: str) -> None:
+    assert scrubber.scrub(text)[0] == expected
+
+
+@pytest.mark.parametrize("text", BACKSTOP_KEPT, ids=[t[:36] for t in BACKSTOP_KEPT])
+def test_identifier_backstop_keeps_quantities_dates_and_product_codes(scrubber: Scrubber, text: str) -> None:
+    assert scrubber.scrub(text) == (text, [])

@@ -107,7 +107,7 @@ def test_config_presets_fill_only_what_was_not_set(tmp_path: Path) -> None:
     assert (full[1].hidden, full[1].inner, full[1].ema, full[2].dim) == (128, 512, 0.999, 64)
     assert (full[0].dropout, full[0].batch_size, full[0].lr, full[0].valid_metric) == (0.35, 512, 2e-3,
                                                                                     "history_excluded")
-    assert MovieLensBenchConfig(world=tmp_path, out=tmp_path).sid_also == ["learned"]
+    assert MovieLensBenchConfig(world=tmp_path, out=tmp_path).sid_also == ["learned", "learned"]
     assert (full[0].dropout, full[1].dropout) == (0.35, 0.3)
     # the ensemble: model n runs with seed + n; a sid_also model joins the year unless it reads text codes
     members = ensemble_members(MovieLensBenchConfig(world=tmp_path, out=tmp_path, seed=4,
@@ -116,7 +116,7 @@ def test_config_presets_fill_only_what_was_not_set(tmp_path: Path) -> None:
         (4, "learned", ["year"]), (5, "learned", ["year"]), (6, "text", [])]
     assert [m.dropout for m, _ in members] == [0.3] * 3
     off = ensemble_members(MovieLensBenchConfig(world=tmp_path, out=tmp_path, sid_also_attributes=False))
-    assert [c.attributes for _, c in off] == [["year"], []]
+    assert [(m.seed, c.attributes) for m, c in off] == [(0, ["year"]), (1, []), (2, [])]
     with pytest.raises(ValueError, match=r"sid_lm\.beam_size"):
         MovieLensBenchConfig.model_validate({"world": tmp_path, "out": tmp_path, "k": 30, "methods": ["sid-lm"]})
     with pytest.raises(ValueError, match=r"sid\.beam_size"):
@@ -239,7 +239,8 @@ def test_benchmark_end_to_end_on_100_real_users(tmp_path: Path) -> None:
         "sid_lm": {"epochs": 0.5, "beam_size": 10}, "methods": list(METHODS), "n_boot": 200})
     lines: list[str] = []
     report = run_movielens_benchmark(cfg, lines.append)
-    members = ["sid: learned codes only", "sid: learned codes, model 2, only"]  # the ensemble's models, each alone
+    members = ["sid: learned codes only", "sid: learned codes, model 2, only",  # the ensemble's models, each alone
+               "sid: learned codes, model 3, only"]
     assert list(report["methods"]) == ["popularity", "bm25", "dense", "sasrec", *members, "sid", "sid-lm"]
     for pair in ("sid - sasrec", "sid-lm - sasrec", *(f"{m} - sasrec" for m in members)):  # the same 100 users
         ci = report["paired"][pair]["ndcg@10"]
@@ -248,11 +249,11 @@ def test_benchmark_end_to_end_on_100_real_users(tmp_path: Path) -> None:
         assert abs(ci["delta"] - (report["methods"][name]["ndcg@10"] - report["methods"]["sasrec"]["ndcg@10"])) < 1e-6
     sid = report["methods"]["sid"]["details"]
     assert sid["sids"]["shape"] == [1682, 3]
-    assert [m["sids"]["source"] for m in sid["members"]] == ["learned", "learned"]
-    # both learned models join the release year (a text model would not); the second runs with seed + 1
-    assert [m["codes"]["attributes"] for m in sid["members"]] == [["year"], ["year"]]
-    assert [m["config"]["seed"] for m in sid["members"]] == [0, 1]
-    assert sid["members"][1]["pretrain"]["epochs_run"] == 2 and sid["members"][1]["training"]["epochs_run"] == 2
+    assert [m["sids"]["source"] for m in sid["members"]] == ["learned"] * 3
+    # every learned model joins the release year (a text model would not); model n runs with seed + n - 1
+    assert [m["codes"]["attributes"] for m in sid["members"]] == [["year"]] * 3
+    assert [m["config"]["seed"] for m in sid["members"]] == [0, 1, 2]
+    assert all(m["pretrain"]["epochs_run"] == 2 and m["training"]["epochs_run"] == 2 for m in sid["members"])
     assert sid["training"]["epochs_run"] == 2 and sid["pretrain"]["epochs_run"] == 2
     assert "NDCG@10 sid - sasrec:" in format_table(report)
     assert report["counts"] == {"users": 100, "items": 1682, "interactions": sum(
