@@ -162,10 +162,42 @@ _ANY_SCRIPT_CUE = re.compile(
     r"имя|зовут|получатель|одержувач|звати|παραλήπτης|όνομα|με λένε|adım|ismim|alıcı|nama saya|nama|penerima|"
     r"ako si|pangalan)\b\s*[:：]?\s*)"
     r"|(?:收件人|收货人|收貨人|姓名|名字|亲爱的|親愛的|我叫|名義は|名前は|氏名|宛名|宛先|"
+    r"入住人|联系人|聯絡人|乘客|乘机人|旅客|订票人|预订人|預訂人|宿泊者|予約者|お名前|성함|수령인|예약자|"
     r"받는 사람은|받는 사람|이름은|이름|받는분|नाम|मेरा नाम|ชื่อ|คุณ|اسمي|الاسم|المستلم|نام|שמי|שם|আমার নাম|নাম|"
     r"என் பெயர்|பெயர்|నా పేరు|పేరు|میرا نام|माझे नाव|ስሜ|ስም|სახელი|ჩემი სახელია|անունս|անուն|ชื่อผู้รับ|ผู้รับ)"
     r"\s*[:：]?\s*"
 )
+# A message signed with a Han or Hangul name after its last sentence ("…確認メールが来ません。鈴木一郎", "…3층. 이서연"),
+# unless the words are a closing ("谢谢", "감사합니다") or end as a Korean sentence does.
+_CJK_SIGNOFF = re.compile(r"(?:[。．.!！?？~～]|[。．.!！?？,，]\s|\s[-–—]\s?)\s*(?P<name>[\u4e00-\u9fff]{2,4}|[\uac00-\ud7af]{2,4})"
+                          r"\s*[。.!！]?\s*$")
+_CJK_CLOSINGS = frozenset("谢谢 謝謝 多谢 多謝 感谢 感謝 谢了 拜托 拜託 麻烦了 麻煩了 辛苦了 在线等 急急急 加油 谢谢您 感恩 "
+                          "宜しく 以上 よろしく 감사 고마워 수고 부탁 안녕 감사감사 사랑해 화이팅 파이팅".split())
+_HANGUL_ENDINGS = ("요", "다", "니", "까", "죠", "네", "세", "해", "함", "음", "임", "용", "여", "라", "자", "지", "은", "는",
+                   "을", "를", "에", "도", "로", "와", "과", "의", "만", "고", "서")
+_HANGUL_WORDS = frozenset("이번주 다음주 지난주 이번달 다음달 지난달 이번엔 정말로 진짜로 주문건 배송비 문의건 이거랑 고객님".split())
+_HAN_SURNAMES = frozenset("李王张張刘劉陈陳杨楊黄黃赵趙吴吳周徐孙孫马馬朱胡郭何高林罗羅郑鄭梁谢謝宋唐许許韩韓冯馮邓鄧曹彭曾肖萧蕭"
+                          "田董袁潘于蒋蔣蔡余杜叶葉程苏蘇魏吕呂丁任沈姚卢盧姜崔钟鍾谭譚陆陸汪范金石廖贾賈夏韦韋付方白邹鄒孟熊"
+                          "秦邱江尹薛闫閆段雷侯龙龍史陶黎贺賀顾顧毛郝龚龔邵万萬钱錢严嚴覃武戴莫孔向汤湯欧歐")
+_JA_SURNAMES = frozenset("佐藤 鈴木 高橋 田中 伊藤 渡辺 渡邊 山本 中村 小林 加藤 吉田 山田 佐々 山口 松本 井上 木村 斎藤 斉藤 清水 "
+                         "山崎 森田 池田 橋本 阿部 石川 山下 中島 石井 小川 前田 岡田 長谷 藤田 後藤 近藤 村上 遠藤 青木 坂本 "
+                         "福田 太田 西村 藤井 岡本 松田 中川 中野 原田 小野 竹内 金子 和田 中山 石田 上田 森本 原口 酒井 工藤".split())
+_HANGUL_SURNAMES = frozenset("김이박최정강조윤장임한오서신권황안송류유전홍고문양손배백허남심노하곽성차주우구민진나지엄채원천방공현"
+                             "함변염여추도소석선설마길연위표명기반왕금옥육인맹제모탁국어은편용")
+
+
+def _signoff_name(name: str) -> bool:
+    """Han or Hangul words that close a message and read as a person's name: a common surname first (Chinese,
+    Japanese or Korean), and no closing ("谢谢", "감사합니다") or Korean sentence ending."""
+    if name in _CJK_CLOSINGS:
+        return False
+    if "\uac00" <= name[0] <= "\ud7af":  # Korean names are mostly three syllables
+        return len(name) == 3 and name[0] in _HANGUL_SURNAMES and not name.endswith(_HANGUL_ENDINGS) \
+            and name not in _HANGUL_WORDS
+    # two Han characters are as often a word ("北京", "高铁") as a name: only three or four
+    return len(name) >= 3 and (name[0] in _HAN_SURNAMES or name[:2] in _JA_SURNAMES)
+
+
 # A name in a script without spaces between words: 2-4 Han characters, a kana or Hangul word.
 _CJK_NAME = re.compile(r"[\u4e00-\u9fff]{2,3}(?=[^\u4e00-\u9fff]|$)|[\u30a0-\u30ff]+(?:[ 　・][\u30a0-\u30ff]+)?"
                        r"|[\u3040-\u309f]{2,4}(?=ちゃん|さん|くん|様|さま)|[\uac00-\ud7af]{2,4}(?=[이가은는님씨]|\s|$)"
@@ -453,6 +485,7 @@ class NameFinder:
             spans.extend(self._cued(text))
             spans.extend(self._signed(text))
             spans.extend(m.span(1) if m.group(1) else m.span(2) for m in _CJK_HONORIFIC.finditer(text))
+            spans.extend(m.span("name") for m in _CJK_SIGNOFF.finditer(text) if _signoff_name(m.group("name")))
             spans.extend(self._vietnamese(toks))
             spans.extend(self._lower_pairs(text, toks))
             spans.extend(self._initials(text))

@@ -572,6 +572,156 @@ def _addresses(text: str) -> Iterator[Detection]:
         yield Detection(s, e, "ADDRESS")
 
 
+# Address chains: an address in a format no street rule knows, told by its shape. A sentence is cut into pieces at
+# commas (, ، ，) and at the end of a found address; a piece is a *number piece* when it holds a number (a house,
+# unit, block or post code number, in any script's digits) among at most six words of which at most two are
+# lower-case Latin words of up to four letters ("3. tv", "2º Esq", "piso 5 dto. B", "101동 1203호"), and a *name
+# piece* when it is one to four capitalised or non-Latin words ("Hoan Kiem", "مصر الجديدة"). Consecutive pieces of
+# both kinds form a chain; a chain of two or more pieces with a number piece is an address when it joins a found
+# address, ends in a post code beside a place name ("4000-443 Porto", "Chandigarh 160015", "MT 59772", "C1193AAE
+# CABA", "(Québec) H3H 1G6"), or opens with a house number before a capitalised street ("27 Ngo Quyen") and has
+# three or more pieces. Only order or identifier spans may lie inside it (they become part of the address).
+_PIECE_SEP = re.compile(r"\s*[,،，]\s*")
+_OTHER_SCRIPT = re.compile(r"[^\W\d_A-Za-zÀ-ɏḀ-ỿ]")  # a letter of a script other than Latin
+_PIECE_WORD = re.compile(r"[^\s,،，]+")
+_PIECE_NUMBER = re.compile(r"^[#(]?[A-Za-z]{0,3}\d+[\w./º°ª-]*[)]?\.?$")
+_POSTCODE_END = re.compile(
+    r"(?:^|\s)(?:\d{4,6}|\d{3} \d{2}|\d{4}-\d{3}|\d{2}-\d{3}|\d{5}-\d{3}|[A-Z]\d[A-Z] ?\d[A-Z]\d|[A-Z]\d{4}[A-Z]{3}|"
+    r"[A-Z]{1,2}\d[A-Z\d]? ?\d[A-Z]{2}|[A-Z]\d{2} ?[A-Z0-9]{4}|\d{4} ?[A-Z]{2})(?:\s|$)")
+_STREET_FIRST = re.compile(r"^#?\d{1,5}[A-Za-z]?(?:[/-]\d{1,4}[A-Za-z]?)?\s+[A-ZÀ-ÞĐ]")
+_NOT_ADDRESS_WORDS = re.compile(rf"(?i)\b(?:{_ORDER_WORDS}|size|qty|quantity|item|model|price|total|colou?r|"
+                                r"pack|pcs|set|version|seat|row|gate|flight|room for|table for)\b")
+
+
+def _piece_kind(piece: str) -> str | None:
+    words = _PIECE_WORD.findall(piece)
+    if not words or len(words) > 6 or len(piece) > 50:
+        return None
+    if _NOT_ADDRESS_WORDS.search(piece) or _ADDRESS_STOP.search(piece):
+        return None  # "收件人 黄思远", "tel 555…": a person or a phone after the address
+    lower = [w for w in words if w[0].islower() and w.isascii() and w.isalpha()]
+    has_number = any(any(c.isdigit() for c in w) for w in words)
+    if has_number:
+        if len(lower) > 2 or any(len(w) > 4 for w in lower):
+            return None
+        return "number"
+    latin = [w for w in words if w.isascii() or re.match(r"[A-Za-zÀ-ɏḀ-ỿ]", w)]
+    if len(words) <= 4 and all(w[0].isupper() or w.casefold().rstrip(".") in _PARTICLE_WORDS for w in latin) \
+            and not all(w.casefold() in _PARTICLE_WORDS for w in words):
+        return "name"
+    return None
+
+
+def _address_chains(text: str, found: list[Detection]) -> list[Detection]:
+    """``found`` with address chains (above) added; the identifier or order spans inside a chain are dropped."""
+    out = list(found)
+    for sentence in _SENTENCE.finditer(text):
+        s0, s1 = sentence.span()
+        cuts = [s0, *[x for m in _PIECE_SEP.finditer(text, s0, s1) for x in m.span()], s1]
+        pieces = [(cuts[i], cuts[i + 1]) for i in range(0, len(cuts) - 1, 2)]
+        kinds = [_piece_kind(text[a:b]) for a, b in pieces]
+        i = 0
+        while i < len(pieces):
+            j = i
+            while j + 1 < len(pieces) and kinds[j + 1] is not None:
+                j += 1
+            if j + 1 < len(pieces):  # a piece that opens with an address piece may close the chain ("8000 Aarhus C
+                head = _address_head(text, *pieces[j + 1])  # please")
+                if head is not None:
+                    j += 1
+                    pieces[j], kinds[j] = (pieces[j][0], head), _piece_kind(text[pieces[j][0]:head])
+            if kinds[i] is None:  # a piece that ends in an address piece may open a chain ("… para Rua X 312")
+                tail = _address_tail(text, *pieces[i])
+                if tail is None or j == i:
+                    i += 1
+                    continue
+                pieces[i], kinds[i] = (tail, pieces[i][1]), _piece_kind(text[tail:pieces[i][1]])
+            for a in range(i, j):  # the longest acceptable chain (of up to 8 pieces) from the first start that has one
+                span = next((sp for b in range(min(j, a + 7), a, -1)
+                             if (sp := _chain_span(text, pieces[a:b + 1], kinds[a:b + 1], out)) is not None), None)
+                if span is not None:  # joined with the addresses it overlaps; orders and addresses inside it go
+                    joined = [d for d in out if d.type == "ADDRESS" and d.start < span[1] and d.end > span[0]]
+                    lo, hi = min([span[0], *(d.start for d in joined)]), max([span[1], *(d.end for d in joined)])
+                    out = [d for d in out if not (d.type in ("ORDER_ID", "ADDRESS") and lo <= d.start and d.end <= hi)]
+                    out.append(Detection(lo, hi, "ADDRESS"))
+                    break
+            i = j + 1
+    return out
+
+
+# Sentences end at ! ? and their CJK forms, a line break, or a full stop after a word of 4+ letters ("… 2º Esq,
+# 4000-443 Porto. NIF …"), or after one of 3 letters or a number before a capital ("Ha Noi. Tran …", "MT 59772.
+# Order …"); not after an abbreviation, an initial or a number in an address ("P.O. Box", "TP. Hồ", "3. tv").
+_SENTENCE = re.compile(r"(?:[^.!?。！？\n]|\.(?=\S)|(?<![^\W\d_]{4})(?<![^\W\d_]{3})(?<!\d)\."
+                       r"|(?<![^\W\d_]{4})\.(?!\s+[A-ZÀ-ÞĐ]))+")
+
+
+def _address_tail(text: str, start: int, end: int) -> int | None:
+    """Where the address piece at the end of a longer piece begins: from the right, numbers, capitalised words and
+    particles, up to the first other word ("deve ir para Rua de Santa Catarina 312" -> "Rua de Santa …"); it holds
+    a number (a city alone before a street stays: cities are kept)."""
+    words = list(_PIECE_WORD.finditer(text, start, end))
+    k = len(words)
+    while k > 0:
+        w = words[k - 1].group()
+        if not (any(c.isdigit() for c in w) or w[0].isupper() or w.startswith("#")
+                or w.casefold() in _PARTICLE_WORDS or _OTHER_SCRIPT.match(w)):
+            break
+        k -= 1
+    if k == len(words) or not any(any(c.isdigit() for c in m.group()) for m in words[k:]):
+        return None
+    return words[k].start()
+
+
+def _address_head(text: str, start: int, end: int) -> int | None:
+    """Where the address piece at the start of a longer piece ends: numbers, capitalised words and particles from the
+    left, up to the first other word ("8000 Aarhus C please" -> "8000 Aarhus C"), if it holds a number."""
+    words = list(_PIECE_WORD.finditer(text, start, end))
+    k = 0
+    while k < len(words):
+        w = words[k].group()
+        if not (any(c.isdigit() for c in w) or w[0].isupper() or w.casefold() in _PARTICLE_WORDS
+                or _OTHER_SCRIPT.match(w)):
+            break
+        k += 1
+    if k == 0 or k == len(words) or not any(any(c.isdigit() for c in m.group()) for m in words[:k]):
+        return None
+    return start + len(text[start:words[k - 1].end()].rstrip(".,;:"))
+
+
+def _chain_span(text: str, pieces: list[tuple[int, int]], kinds: list[str | None],
+                found: list[Detection]) -> tuple[int, int] | None:
+    start, end = pieces[0][0], pieces[-1][1]
+    trailing = re.search(r"(?:[\s.—–-]+[a-z]{1,4})+[\s.?!]*$", text[pieces[-1][0]:end])
+    if trailing is not None and trailing.start() > 0:  # "…, MT 59901. ok": the chain ends before "ok"
+        end = pieces[-1][0] + trailing.start()
+    end = start + len(text[start:end].rstrip(" .,;:!?—–-"))
+    cue = max(text.rfind(":", start, pieces[0][1]), text.rfind("：", start, pieces[0][1]))
+    if cue >= 0:  # "Anschrift: Berliner Straße 5, …": the address starts after its cue
+        start = cue + 1
+    first = text[start:pieces[0][1]]
+    house = re.search(r"#?\d{1,5}[A-Za-z]?(?:[/-]\d{1,4}[A-Za-z]?)?\s+[A-ZÀ-ÞĐ]", first)
+    lead = house or re.search(r"[#(]?\d|(?<![^\W\d_])[A-ZÀ-ÞĐ]|(?<![^\W\d_])" + _OTHER_SCRIPT.pattern, first)
+    if lead is None or "number" not in kinds or len(pieces) < 2:
+        return None
+    start += lead.start()
+    for d in found:  # other values inside it: not an address chain
+        if d.start < end and d.end > start and d.type not in ("ADDRESS", "ORDER_ID"):
+            return None
+    joins = any(d.type == "ADDRESS" and d.start < end and d.end > start for d in found)
+    last = text[pieces[-1][0]:pieces[-1][1]]
+    postcode = kinds[-1] == "number" and _POSTCODE_END.search(last) is not None and (
+        re.search(r"[A-ZÀ-ÞĐ][^\W\d_]", last) is not None or _OTHER_SCRIPT.search(last) is not None)
+    street_first = len(pieces) >= 3 and house is not None and house.start() == lead.start()
+    if joins or postcode or street_first:
+        return start, end
+    return None
+
+
+_PARTICLE_WORDS = frozenset({"de", "da", "do", "del", "la", "le", "van", "von", "der", "den", "bin", "al", "el", "i",
+                             "y", "e", "di", "du", "des", "dos", "das"})
+
+
 def _cut_addresses(text: str, found: list[Detection]) -> tuple[list[Detection], list[tuple[int, int]]]:
     """Addresses cut at a cue for a phone, a person or a customer number inside them ("…Chennai 600034, contact
     Sujatha 94440 17382"), so that the phone and the name are found with their own types; the cut-off tails
@@ -688,6 +838,28 @@ def _names_out_of_addresses(text: str, found: list[Detection], names: list[tuple
     return out
 
 
+_CAPS_WORD = re.compile(r"\b[A-ZÀ-ÞĀ-ſ][A-ZÀ-ÞĀ-ſ'’-]+\b")
+_LATIN_WORD = re.compile(r"\b[A-Za-zÀ-ÿĀ-ſ][A-Za-zÀ-ÿĀ-ſ'’-]+\b")
+
+
+def _shouting(text: str) -> bool:
+    """Three or more words, most of them (60 %) in capitals: a message typed with caps lock, whose names the
+    case cannot tell."""
+    caps = len(_CAPS_WORD.findall(text))
+    return caps >= 3 and caps >= 0.6 * len(_LATIN_WORD.findall(text))
+
+
+def _decapitalised(text: str, common: frozenset[str]) -> str:
+    """Every all-capitals word written in lower case if it is a ``common`` word ("SHIP TO" -> "ship to") and
+    capitalised if not ("ADEYEMI" -> "Adeyemi", "MADRID" -> "Madrid"), character for character (a word whose lower
+    case changes its length stays as it is), so spans found in it are spans of ``text``."""
+    def one(m: re.Match[str]) -> str:
+        w = m.group()
+        low = w.lower() if w.casefold() in common or len(w) < 3 else w[0] + w[1:].lower()
+        return low if len(low) == len(w) else w
+    return _CAPS_WORD.sub(one, text)
+
+
 def resolve(candidates: Iterable[Detection]) -> list[Detection]:
     """Non-overlapping detections: higher-ranked types first, then longer spans; sorted by position."""
     accepted: list[Detection] = []
@@ -730,10 +902,13 @@ class Scrubber:
                 found.extend(detector(text))
             found, tails = _cut_addresses(text, resolve(_cued_not_cards(text, found)))
             found.extend(self.phones.find(text, found))
-            found.extend(_id_backstop(text, found))
+            found = _address_chains(text, [*found, *_id_backstop(text, found)])
         elif "#" in text:
             found.extend(_order_ids(text))
         names = self.names.find(text, [(d.start, d.end) for d in found])
+        if _shouting(text):  # "NAME ON TICKET SHOULD BE OLUWAFEMI ADEYEMI": read it as if not shouted
+            common = self.names.lexicon.common if self.names.lexicon is not None else frozenset()
+            names = [*names, *self.names.find(_decapitalised(text, common), [(d.start, d.end) for d in found])]
         out = resolve([*_names_out_of_addresses(text, found, names), *(Detection(s, e, "NAME") for s, e in names)])
         return resolve([*out, *_cover_tails(text, out, tails)]) if tails else out
 

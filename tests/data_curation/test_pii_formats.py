@@ -193,3 +193,46 @@ def test_identifier_backstop_removes_references_of_unknown_shape(scrubber: Scrub
 @pytest.mark.parametrize("text", BACKSTOP_KEPT, ids=[t[:36] for t in BACKSTOP_KEPT])
 def test_identifier_backstop_keeps_quantities_dates_and_product_codes(scrubber: Scrubber, text: str) -> None:
     assert scrubber.scrub(text) == (text, [])
+
+
+# Address chains: comma-separated pieces of an address in a format no street rule knows (written for this test).
+CHAIN_REMOVED = [
+    ("send it to Kastanjevej 17, 2. th, 8000 Aarhus C please", "send it to <ADDRESS> please"),
+    ("ship to Calle Ficticia 88, 3º Izq, 28013 Madrid. Thanks", "ship to <ADDRESS>. Thanks"),
+    ("my address: P.O. Box 7781, Kalispell, MT 59901. ok?", "my address: <ADDRESS>. ok?"),
+    ("deliver to 14 Le Loi, Ben Thanh, Quan 1, Saigon", "deliver to <ADDRESS>"),
+    ("doručit: Na Poříčí 1041/12, 110 00 Praha 1, díky", "doručit: <ADDRESS>, díky"),
+]
+CHAIN_KEPT = [
+    "Size 42, Colour Navy, Qty 2 please",
+    "we are 4 adults, 2 kids, staying in Rome, Florence and Venice",
+    "flying BA 117, London to New York, 2 adults",
+    "the iPhone 15, Galaxy S24, Pixel 8 Pro: which is best",
+    "Day 2, Louvre, Orsay, Eiffel Tower at 3pm",
+]
+# Shouted messages, and Han or Hangul names that sign a message.
+SHOUTED_AND_SIGNED = [
+    ("PLEASE CHANGE THE NAME TO ADEBAYO OKONKWO, THE TICKET IS WRONG",
+     "PLEASE CHANGE THE NAME TO <NAME>, THE TICKET IS WRONG"),
+    ("DO YOU SHIP TO PARIS OR MADRID? NEED THE DYSON V15 ASAP",
+     "DO YOU SHIP TO PARIS OR MADRID? NEED THE DYSON V15 ASAP"),
+    ("请问这个有蓝色的吗？张伟明", "请问这个有蓝色的吗？<NAME>"),
+    ("배송 언제 되나요? 박지훈", "배송 언제 되나요? <NAME>"),
+    ("배송 언제 되나요? 감사합니다", "배송 언제 되나요? 감사합니다"),
+    ("这个还有货吗？北京", "这个还有货吗？北京"),
+]
+
+
+@pytest.mark.parametrize(("text", "expected"), CHAIN_REMOVED, ids=[t[:36] for t, _ in CHAIN_REMOVED])
+def test_address_chains_remove_addresses_of_unknown_formats(scrubber: Scrubber, text: str, expected: str) -> None:
+    assert scrubber.scrub(text)[0] == expected
+
+
+@pytest.mark.parametrize("text", CHAIN_KEPT, ids=[t[:36] for t in CHAIN_KEPT])
+def test_address_chains_keep_lists_of_sizes_places_and_products(scrubber: Scrubber, text: str) -> None:
+    assert scrubber.scrub(text) == (text, [])
+
+
+@pytest.mark.parametrize(("text", "expected"), SHOUTED_AND_SIGNED, ids=[t[:36] for t, _ in SHOUTED_AND_SIGNED])
+def test_shouted_names_and_cjk_signatures(scrubber: Scrubber, text: str, expected: str) -> None:
+    assert scrubber.scrub(text)[0] == expected
