@@ -230,6 +230,10 @@ _TEXT_TO_PRINT = re.compile(r"(?i)\b(?:named?|engrav\w*|personali[sz]\w*|monogra
 # Words before a place, not a person: "fly Sydney", "flights to Florence", "from Paris".
 _TRAVEL_BEFORE = re.compile(r"(?i)\b(?:fly|flying|flew|flight|flights|to|from|in|at|via|into|near|visit|visiting|around|"
                             r"leave|leaving|arrive|arriving|land|landing|reach|stay|staying|trip|tour|hotel|hotels)\s+$")
+_BOOKED_FOR = re.compile(r"(?i)\b(?:booking|booked|reservation|reserved|reserve|table|room|ticket|tickets|seat|seats)"
+                         r"\s+(?:is\s+|was\s+|are\s+)?(?:for|under|in the name of)\s+")
+_KIN_WORDS = frozenset("mum mom mam mama mamma papa dad daddy nana nan gran granny grandma grandpa baba babe auntie aunty "
+                  "uncle sis bro hubby wifey".split())
 _PLACE_TAILS = frozenset("tor platz kirche brücke turm markt kulesi camii sarayı köprüsü meydanı".split())
 _PREV_WORD = re.compile(r"([^\W\d_]+)\s+$")
 # Product and model nouns of other languages before a model's name ("la chaqueta Lucía", "die Jacke Emil").
@@ -484,6 +488,7 @@ class NameFinder:
         if self.lexicon is not None:
             spans.extend(self._cued(text))
             spans.extend(self._signed(text))
+            spans.extend(self._booked_for(text))
             spans.extend(m.span(1) if m.group(1) else m.span(2) for m in _CJK_HONORIFIC.finditer(text))
             spans.extend(m.span("name") for m in _CJK_SIGNOFF.finditer(text) if _signoff_name(m.group("name")))
             spans.extend(self._vietnamese(toks))
@@ -619,6 +624,28 @@ class NameFinder:
             if not new:
                 break
             out.extend(new)
+        return out
+
+    def _booked_for(self, text: str) -> list[tuple[int, int]]:
+        """Capitalised words after "booking / reservation / table / ticket (is) for / under" that are neither common
+        words, places, brands nor catalog words ("Booking for Keoni Kahananui and …"; not "booking for Friday",
+        "table for Lisbon")."""
+        lex = self.lexicon
+        assert lex is not None
+        out = []
+        for m in _BOOKED_FOR.finditer(text):
+            words: list[_Tok] = []
+            for w in _TOKEN.finditer(text, m.end(), min(len(text), m.end() + 60)):
+                tok = _Tok(w.start(), w.end(), w.group())
+                if words and text[words[-1].end:tok.start] != " ":
+                    break
+                if not tok.titled or tok.key in _NOT_NAMES or tok.key in self.protected or tok.key in PRODUCT_WORDS \
+                        or lex.is_place(tok.key) or lex.is_brand_or_town(tok.key) \
+                        or (tok.key in lex.common and not lex.is_name(tok.key)) or len(words) == 4:
+                    break
+                words.append(tok)
+            if len(words) >= 2 or (words and lex.is_name(words[0].key) and words[0].key not in _KIN_WORDS):
+                out.append((words[0].start, words[-1].end))
         return out
 
     def _signed(self, text: str) -> list[tuple[int, int]]:

@@ -220,6 +220,11 @@ SHOUTED_AND_SIGNED = [
     ("배송 언제 되나요? 박지훈", "배송 언제 되나요? <NAME>"),
     ("배송 언제 되나요? 감사합니다", "배송 언제 되나요? 감사합니다"),
     ("这个还有货吗？北京", "这个还有货吗？北京"),
+    # a booking for somebody: capitalised words that are no common word, place or brand
+    ("Booking for Makoa Kealoha and his son, arriving Honolulu", "Booking for <NAME> and his son, arriving Honolulu"),
+    ("booking for Friday, 2 adults", "booking for Friday, 2 adults"),
+    ("tickets for Paris on the 5th", "tickets for Paris on the 5th"),
+    ("seat for Mum and Dad", "seat for Mum and Dad"),
 ]
 
 
