@@ -93,7 +93,8 @@ _KIN = re.compile(
     r"(?:daughter|son|wife|husband|hubby|mom|mum|mommy|mummy|mother|dad|daddy|father|parents|friend|bestie|bff|bf|gf|"
     r"boyfriend|girlfriend|fianc[ée]e?|partner|spouse|boss|manager|colleague|coworker|co-worker|assistant|secretary|"
     r"neighbou?r|cousin|niece|nephew|aunt|auntie|aunty|uncle|brother|sister|sis|bro|grandma|grandpa|grandmother|"
-    r"grandfather|granny|gran|nan|nana|grandson|granddaughter|kid|kids|child|children|teacher|roommate|flatmate|"
+    r"grandfather|granny|gran|nan|nana|grandson|granddaughter|lola|lolo|tita|tito|oma|opa|nonna|nonno|abuela|abuelo|"
+    r"babcia|dziadek|nani|dadi|kid|kids|child|children|teacher|roommate|flatmate|"
     r"housemate|landlord|landlady|tenant|doorman|concierge|receptionist|nanny|driver|mate|buddy|pal|in-laws|"
     r"(?:mother|father|sister|brother|son|daughter)-in-law|godson|goddaughter|godmother|godfather|stepson|"
     r"stepdaughter|stepmom|stepdad|twins|guy|girl|lady|gentleman|man|woman|person|courier|host|student|coach|"
@@ -217,6 +218,12 @@ _PLACE_HEADS = frozenset("mt mount lake cape saint san santa são port fort isla
 # Surnames that open most Vietnamese names ("Trần Văn Minh"): a capitalised run starting with one is a name.
 _VIET_SURNAMES = frozenset("nguyễn trần lê phạm hoàng huỳnh phan vũ võ đặng bùi đỗ hồ ngô dương lý đinh trương "
                            "lâm mai cao tạ quách lương".split())
+# The same surnames without tones, and given-name syllables they are followed by (not "chi": "Ho Chi Minh").
+_VIET_PLAIN = dict.fromkeys("nguyen tran le pham hoang huynh phan vu vo dang bui do ho ngo duong ly dinh truong lam cao "
+                            "luong".split(), True)
+_VIET_GIVEN = frozenset("van thi minh duc anh hoang thanh thu ngoc quang huy tuan hung linh lan mai hoa huong phuong "
+                        "trang hai long nam son dung khoa bao vy tam trung kim hieu hanh thao nhung quoc khanh dat "
+                        "duy hoai thuy yen nga hang tien thang vinh phuc loc tai nhan my ha giang diep xuan cuong".split())
 # Joins between names in a list: "Kemi and Tobi", "Hodan & Farhiya", "Minh, Khoa y Lan".
 _COORD = re.compile(r"\s*(?:,\s*(?:and\s+|&\s+)?|\s(?:and|&|\+|y|e|und|et|và|и|ve)\s+)|['\"’”]\s+not\s+|\s*\((?=[^()]{2,40}\))")
 _CONJUNCTIONS = frozenset({"and", "y", "e", "und", "et", "và", "и", "ve"})
@@ -573,6 +580,16 @@ class NameFinder:
     def _vietnamese(toks: list[_Tok]) -> list[tuple[int, int]]:
         out, i = [], 0
         while i < len(toks):
+            plain = _VIET_PLAIN.get(toks[i].key)
+            if plain is not None:  # written without tones: "Tran Minh Khoa", "nguyen van thanh"
+                j = i + 1
+                while j < len(toks) and j - i < 4 and toks[j].key in _VIET_GIVEN and toks[j].start - toks[j - 1].end == 1 \
+                        and (toks[j].titled == toks[i].titled):
+                    j += 1
+                if j - i >= (2 if toks[i].titled else 3):  # in lower case a whole name ("do van …" is English)
+                    out.append((toks[i].start, toks[j - 1].end))
+                    i = j
+                    continue
             if toks[i].key in _VIET_SURNAMES and toks[i].titled:
                 j = i + 1
                 while j < len(toks) and j - i < 4 and toks[j].titled and toks[j].start - toks[j - 1].end == 1:

@@ -225,6 +225,12 @@ SHOUTED_AND_SIGNED = [
     ("booking for Friday, 2 adults", "booking for Friday, 2 adults"),
     ("tickets for Paris on the 5th", "tickets for Paris on the 5th"),
     ("seat for Mum and Dad", "seat for Mum and Dad"),
+    # Vietnamese names written without tones; kin words of other languages before a name
+    ("refund to pham thi huong please", "refund to <NAME> please"),
+    ("ship it to Hoang Duc Anh at the office", "ship it to <NAME> at the office"),
+    ("do van deliveries come on sunday", "do van deliveries come on sunday"),
+    ("Ho Chi Minh City hotels under 50 USD", "Ho Chi Minh City hotels under 50 USD"),
+    ("my nonna Graziella loves the blue one", "my nonna <NAME> loves the blue one"),
 ]
 
 
