@@ -219,8 +219,8 @@ _PLACE_HEADS = frozenset("mt mount lake cape saint san santa são port fort isla
 _VIET_SURNAMES = frozenset("nguyễn trần lê phạm hoàng huỳnh phan vũ võ đặng bùi đỗ hồ ngô dương lý đinh trương "
                            "lâm mai cao tạ quách lương".split())
 # The same surnames without tones, and given-name syllables they are followed by (not "chi": "Ho Chi Minh").
-_VIET_PLAIN = dict.fromkeys("nguyen tran le pham hoang huynh phan vu vo dang bui do ho ngo duong ly dinh truong lam cao "
-                            "luong".split(), True)
+_VIET_PLAIN = frozenset("nguyen tran le pham hoang huynh phan vu vo dang bui do ho ngo duong ly dinh truong lam cao "
+                        "luong".split())
 _VIET_GIVEN = frozenset("van thi minh duc anh hoang thanh thu ngoc quang huy tuan hung linh lan mai hoa huong phuong "
                         "trang hai long nam son dung khoa bao vy tam trung kim hieu hanh thao nhung quoc khanh dat "
                         "duy hoai thuy yen nga hang tien thang vinh phuc loc tai nhan my ha giang diep xuan cuong".split())
@@ -239,8 +239,8 @@ _TRAVEL_BEFORE = re.compile(r"(?i)\b(?:fly|flying|flew|flight|flights|to|from|in
                             r"leave|leaving|arrive|arriving|land|landing|reach|stay|staying|trip|tour|hotel|hotels)\s+$")
 _BOOKED_FOR = re.compile(r"(?i)\b(?:booking|booked|reservation|reserved|reserve|table|room|ticket|tickets|seat|seats)"
                          r"\s+(?:is\s+|was\s+|are\s+)?(?:for|under|in the name of)\s+")
-_KIN_WORDS = frozenset("mum mom mam mama mamma papa dad daddy nana nan gran granny grandma grandpa baba babe auntie aunty "
-                  "uncle sis bro hubby wifey".split())
+_KIN_WORDS = frozenset("mum mom mam mama mamma papa dad daddy nana nan gran granny grandma grandpa baba babe auntie "
+                       "aunty uncle sis bro hubby wifey".split())
 _PLACE_TAILS = frozenset("tor platz kirche brücke turm markt kulesi camii sarayı köprüsü meydanı".split())
 _PREV_WORD = re.compile(r"([^\W\d_]+)\s+$")
 # Product and model nouns of other languages before a model's name ("la chaqueta Lucía", "die Jacke Emil").
@@ -580,8 +580,7 @@ class NameFinder:
     def _vietnamese(toks: list[_Tok]) -> list[tuple[int, int]]:
         out, i = [], 0
         while i < len(toks):
-            plain = _VIET_PLAIN.get(toks[i].key)
-            if plain is not None:  # written without tones: "Tran Minh Khoa", "nguyen van thanh"
+            if toks[i].key in _VIET_PLAIN:  # written without tones: "Tran Minh Khoa", "nguyen van thanh"
                 j = i + 1
                 while j < len(toks) and j - i < 4 and toks[j].key in _VIET_GIVEN and toks[j].start - toks[j - 1].end == 1 \
                         and (toks[j].titled == toks[i].titled):

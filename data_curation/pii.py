@@ -573,7 +573,7 @@ def _addresses(text: str) -> Iterator[Detection]:
 
 
 # Address chains: an address in a format no street rule knows, told by its shape. A sentence is cut into pieces at
-# commas (, ، ，) and at the end of a found address; a piece is a *number piece* when it holds a number (a house,
+# commas (, ، ，); a piece is a *number piece* when it holds a number (a house,
 # unit, block or post code number, in any script's digits) among at most six words of which at most two are
 # lower-case Latin words of up to four letters ("3. tv", "2º Esq", "piso 5 dto. B", "101동 1203호"), and a *name
 # piece* when it is one to four capitalised or non-Latin words ("Hoan Kiem", "مصر الجديدة"). Consecutive pieces of
@@ -584,7 +584,6 @@ def _addresses(text: str) -> Iterator[Detection]:
 _PIECE_SEP = re.compile(r"\s*[,،，]\s*")
 _OTHER_SCRIPT = re.compile(r"[^\W\d_A-Za-zÀ-ɏḀ-ỿ]")  # a letter of a script other than Latin
 _PIECE_WORD = re.compile(r"[^\s,،，]+")
-_PIECE_NUMBER = re.compile(r"^[#(]?[A-Za-z]{0,3}\d+[\w./º°ª-]*[)]?\.?$")
 _POSTCODE_END = re.compile(
     r"(?:^|\s)(?:\d{4,6}|\d{3} \d{2}|\d{4}-\d{3}|\d{2}-\d{3}|\d{5}-\d{3}|[A-Z]\d[A-Z] ?\d[A-Z]\d|[A-Z]\d{4}[A-Z]{3}|"
     r"[A-Z]{1,2}\d[A-Z\d]? ?\d[A-Z]{2}|[A-Z]\d{2} ?[A-Z0-9]{4}|\d{4} ?[A-Z]{2})(?:\s|$)")
