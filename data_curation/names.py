@@ -506,7 +506,8 @@ class NameFinder:
         return spans
 
     def _lower_pairs(self, text: str, toks: list[_Tok]) -> list[tuple[int, int]]:
-        """A first name then surnames in lower case, one of them a rare name: "amara okafor", "zhang wei"."""
+        """A first name then surnames in lower case, one of them a rare name: "amara okafor", "zhang wei"; a first
+        name that is a common word only after a cue or before a rare surname ("grace okafor")."""
         lex = self.lexicon
         assert lex is not None
 
@@ -529,7 +530,8 @@ class NameFinder:
                             or _PERSON_AFTER.match(text, run[-1].end)
                             or (not text[: run[0].start].strip() and re.match(r"\s*(?:,|$)", text[run[-1].end :])))
                 if len(run) >= 2 and any(self._lexical_name(t) for t in run) \
-                        and (cued or not any(t.key in lex.common for t in run)) \
+                        and (cued or not any(t.key in lex.common for t in run)
+                             or (self._lexical_name(run[-1]) and run[-1].key not in lex.common)) \
                         and not lex.is_place(" ".join(t.key for t in run)) and not self._product_context(text, run):
                     # "amara okafor" anywhere; "bouquet delivery" (a common word) only after a cue
                     out.append((run[0].start, run[-1].end))

@@ -231,6 +231,9 @@ SHOUTED_AND_SIGNED = [
     ("do van deliveries come on sunday", "do van deliveries come on sunday"),
     ("Ho Chi Minh City hotels under 50 USD", "Ho Chi Minh City hotels under 50 USD"),
     ("my nonna Graziella loves the blue one", "my nonna <NAME> loves the blue one"),
+    # a first name that is a common word, before a rare surname, in lower case
+    ("cant log in since the update, faith nwosu", "cant log in since the update, <NAME>"),
+    ("the rose gold strap in size m", "the rose gold strap in size m"),
 ]
 
 
