@@ -93,8 +93,8 @@ _KIN = re.compile(
     r"(?:daughter|son|wife|husband|hubby|mom|mum|mommy|mummy|mother|dad|daddy|father|parents|friend|bestie|bff|bf|gf|"
     r"boyfriend|girlfriend|fianc[ée]e?|partner|spouse|boss|manager|colleague|coworker|co-worker|assistant|secretary|"
     r"neighbou?r|cousin|niece|nephew|aunt|auntie|aunty|uncle|brother|sister|sis|bro|grandma|grandpa|grandmother|"
-    r"grandfather|granny|gran|nan|nana|grandson|granddaughter|lola|lolo|tita|tito|oma|opa|nonna|nonno|abuela|abuelo|"
-    r"babcia|dziadek|nani|dadi|kid|kids|child|children|teacher|roommate|flatmate|"
+    r"grandfather|granny|gran|nan|nana|grandson|granddaughter|lola|lolo|tita|tito|babcia|"
+    r"dziadek|nani|dadi|kid|kids|child|children|teacher|roommate|flatmate|"
     r"housemate|landlord|landlady|tenant|doorman|concierge|receptionist|nanny|driver|mate|buddy|pal|in-laws|"
     r"(?:mother|father|sister|brother|son|daughter)-in-law|godson|goddaughter|godmother|godfather|stepson|"
     r"stepdaughter|stepmom|stepdad|twins|guy|girl|lady|gentleman|man|woman|person|courier|host|student|coach|"
@@ -239,8 +239,6 @@ _TRAVEL_BEFORE = re.compile(r"(?i)\b(?:fly|flying|flew|flight|flights|to|from|in
                             r"leave|leaving|arrive|arriving|land|landing|reach|stay|staying|trip|tour|hotel|hotels)\s+$")
 _BOOKED_FOR = re.compile(r"(?i)\b(?:booking|booked|reservation|reserved|reserve|table|room|ticket|tickets|seat|seats)"
                          r"\s+(?:is\s+|was\s+|are\s+)?(?:for|under|in the name of)\s+")
-_KIN_WORDS = frozenset("mum mom mam mama mamma papa dad daddy nana nan gran granny grandma grandpa baba babe auntie "
-                       "aunty uncle sis bro hubby wifey".split())
 _PLACE_TAILS = frozenset("tor platz kirche brücke turm markt kulesi camii sarayı köprüsü meydanı".split())
 _PREV_WORD = re.compile(r"([^\W\d_]+)\s+$")
 # Product and model nouns of other languages before a model's name ("la chaqueta Lucía", "die Jacke Emil").
@@ -646,7 +644,7 @@ class NameFinder:
 
     def _booked_for(self, text: str) -> list[tuple[int, int]]:
         """Capitalised words after "booking / reservation / table / ticket (is) for / under" that are neither common
-        words, places, brands nor catalog words ("Booking for Keoni Kahananui and …"; not "booking for Friday",
+        words, places, brands, catalog words nor a relative (:data:`_KIN`) ("Booking for Keoni Kahananui and …"; not "booking for Friday",
         "table for Lisbon")."""
         lex = self.lexicon
         assert lex is not None
@@ -662,7 +660,7 @@ class NameFinder:
                         or (tok.key in lex.common and not lex.is_name(tok.key)) or len(words) == 4:
                     break
                 words.append(tok)
-            if len(words) >= 2 or (words and lex.is_name(words[0].key) and words[0].key not in _KIN_WORDS):
+            if len(words) >= 2 or (words and lex.is_name(words[0].key) and not _KIN.search(f"my {words[0].key}")):
                 out.append((words[0].start, words[-1].end))
         return out
 
