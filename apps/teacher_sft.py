@@ -9,7 +9,10 @@ and the reply the loop then writes (context, ``weight`` 0), or as a plain-text f
 Held-out tasks (by task-id hash, :func:`training.sft_data.is_held_out`) give the eval examples. A kit
 names it as its ``sft``:
 
-    SOURCE = FallbackSft(SYSTEM_PROMPT, tool_schemas, env, respond_call)      # apps/livestream/sft.py
+    SOURCE = FallbackSft(SYSTEM_PROMPT, tool_schemas, env, respond_call)
+
+:class:`AnswerKeySft` is the same for a compact protocol whose one call is read off each task's answer key
+(apps/livestream/sft.py).
 """
 
 from __future__ import annotations
@@ -112,3 +115,37 @@ class FallbackSft:
         if not path.is_file():
             raise FileNotFoundError(f"{path}: no such tasks file (SFT needs the world's tasks)")
         return [t for t in RecordReader(path, Task) if app is None or t.app == app]
+
+
+def no_tools() -> list[dict[str, Any]]:
+    """The tool schemas a compact protocol's prompt lists: none (the tools stay callable by name)."""
+    return []
+
+
+class AnswerKeySft(FallbackSft):
+    """SFT data of a compact protocol: per training task the one call ``plan(env, task) -> (name, arguments)``
+    reads off its answer key (``plan`` a module-level function), rendered as served (the app's compact system
+    prompt, no tool schemas, the user's message, the call). A call is kept only when running it through the app's
+    tools gives a final answer the reward marks a success (rejection sampling, as LiveThinking's RFT keeps only
+    the teacher's correct answers): the labels are checked end to end. Picklable."""
+
+    def __init__(self, system_prompt: str, env: Callable[[Path], AppEnv],
+                 plan: Callable[[AppEnv, Task], tuple[str, dict[str, Any]]]) -> None:
+        super().__init__(system_prompt, no_tools, env)
+        self.plan = plan
+
+    def examples(self, env: AppEnv, tasks: list[Task]) -> list[ChatExample]:
+        out = []
+        for task in tasks:
+            user = [{"role": m.role, "content": m.content} for m in task.messages if m.role != "system"]
+            name, args = self.plan(env, task)
+            call = ToolCall(name=name, arguments=args, id="call_1")
+            session = SessionState(app=env.spec.name, constraints=dict(env.request_fn(task)), messages=list(user))
+            ctx = TurnContext(app=env.spec, session=session, constraints=session.constraints,
+                              budget=Budget(60_000.0), model=None)
+            result = env.spec.tools.execute(call, ctx)
+            if not (result.ok and isinstance(result.content, Final) and env.reward_fn(task, result.content).success):
+                continue
+            messages = [{"role": "system", "content": self.system_prompt}, *user, assistant_message("", [call])]
+            out.append(ChatExample(messages, TEACHER_PREFIX + task.kind, task.task_id, tools=[]))
+        return out

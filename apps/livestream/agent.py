@@ -2,11 +2,14 @@
 
 A viewer types a question while watching a stream; the request carries ``constraints`` =
 ``{"stream_id", "ts_offset_s"}`` (seconds into the stream) and optionally ``"item_id"`` (the product
-the overlay knows the viewer means). The model reads the product's fact sheet with
-``product_facts`` and answers with ``respond(answer, cited_facts, item_ids)``; every cited fact is a
-fact id ``"<item_id>.<name>"`` as in :mod:`apps.livestream.world`. The default budget is sub-second
-(LiveThinking), so the :func:`fallback` answers straight from the fact sheet by keyword when the
-model runs out of time.
+the overlay knows the viewer means). Under the served compact protocol (:data:`ANSWER_PROMPT`, no tool
+schemas in the prompt) the model writes one call, ``answer(item, fact, versus)``: which product (as the
+viewer referred to it: "this", "before", "#3", "Voltix earbuds") and which fact; the reply is rendered from
+the fact sheet, so it states and cites only facts that exist. ``product_facts`` and ``respond(answer,
+cited_facts, item_ids)`` stay callable for a model that writes its own answer (every cited fact is a fact id
+``"<item_id>.<name>"`` as in :mod:`apps.livestream.world`). The default budget is sub-second
+(LiveThinking), so the :func:`fallback` (the reader) answers straight from the fact sheet when the model runs
+out of time.
 
     .venv/bin/python -m pytest tests/apps/livestream/test_agent.py -q
 """
@@ -22,7 +25,15 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from apps.livestream.reader import fallback, streams_of, warm_up
+from apps.livestream.reader import (
+    OFF_TOPIC_REPLY,
+    READER,
+    SORRY,
+    WHICH_ONE,
+    fallback,
+    streams_of,
+    warm_up,
+)
 from apps.livestream.world import (
     SPECIAL_FACTS,
     STREAMS_FILE,
@@ -52,6 +63,18 @@ as the fact sheet writes them.
 If the fact sheet does not say, answer that you are not sure. If the question is not about the products, say you \
 are not sure and can only help with the products on this stream."""
 
+ANSWER_PROMPT = (
+    "You answer livestream viewers from the products' fact sheets. Answer with one call: answer (item: \"this\" "
+    "for the product on screen, \"before\" for the one shown before it, \"#N\" for the N-th shown, else its brand "
+    "and noun as the viewer named it; fact: the fact asked, \"unknown\" when no fact sheet says, \"chat\" when "
+    "not about the products; versus: the other product of a comparison)."
+)
+"""The served prompt of the compact protocol (``AppSpec.prompt_tools`` False): the model writes which product
+and which fact, :func:`answer` renders the reply from the fact sheet (so it states only facts that exist and
+cites them) and the tool schemas (~1,000 tokens) stay out of every prompt."""
+UNKNOWN, CHAT = "unknown", "chat"
+"""``answer``'s facts for a question no fact sheet answers and for a message not about the products."""
+
 DONT_KNOW = re.compile(
     r"not sure|don'?t know|do not know|doesn'?t say|does not say|no info|not listed|isn'?t listed|can'?t say|"
     r"cannot say|unsure|not mentioned|can only (?:help|answer)",
@@ -66,6 +89,8 @@ class LivestreamResources:
     """What the tools need beyond the catalog: the streams by id."""
 
     streams: dict[str, Stream]
+    facts: frozenset[str] = frozenset()
+    """Every fact name some product's sheet has (``price``, ``stock`` and the attributes)."""
 
 
 def _stream(ctx: TurnContext, stream_id: str | None) -> Stream | None:
@@ -182,7 +207,47 @@ def respond(args: RespondArgs, ctx: TurnContext) -> Final:
     return Final(reply=args.answer.strip(), item_ids=about, data={"cited_facts": cited})
 
 
+class AnswerArgs(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    item: str = Field("this", max_length=200, description="'this' (on screen), 'before' (shown before it), '#N' "
+                      "(the N-th shown), an item id, or the brand and noun the viewer wrote ('Voltix earbuds').")
+    fact: str = Field(min_length=1, max_length=60, description="The fact asked ('price', 'colours', ...), "
+                      f"'{UNKNOWN}' (no fact sheet says) or '{CHAT}' (not about the products).")
+    versus: str | None = Field(None, max_length=200, description="The other product of a comparison, as item.")
+
+
+def answer(args: AnswerArgs, ctx: TurnContext) -> Final:
+    """The compact protocol's one call: the reply about ``item`` (and ``versus``) on ``fact``, rendered from the
+    fact sheet by the reader (:meth:`apps.livestream.reader.Reader.reply`). A product the stream does not have
+    or a fact no sheet has is a ToolError naming it (the loop's fallback answers if the model cannot mend it)."""
+    fact = args.fact.strip().lower().replace(" ", "_")
+    if fact == CHAT:
+        return Final(reply=OFF_TOPIC_REPLY, data={"cited_facts": []})
+    known: frozenset[str] = getattr(ctx.resources, "facts", frozenset())
+    if fact != UNKNOWN and known and fact not in known:
+        raise ToolError(f"no fact sheet has {args.fact!r}; facts: {', '.join(sorted(known))}, "
+                        f"or '{UNKNOWN}' / '{CHAT}'")
+    if fact == UNKNOWN:
+        return Final(reply=SORRY, data={"cited_facts": []})
+    products = []
+    for ref in (args.item, args.versus):
+        if ref is None:
+            continue
+        item_id = READER.resolve(ref, ctx)
+        if item_id is None:
+            stream = streams_of(ctx).get(str(ctx.constraints.get("stream_id")))
+            names = f"; the stream's products: {', '.join(stream.item_ids)}" if stream else ""
+            raise ToolError(f"no product of this stream is {ref!r}{names}")
+        products.append(ctx.catalog[item_id])
+    if not products:
+        return Final(reply=WHICH_ONE, data={"cited_facts": []})
+    return READER.reply(ctx, products, fact)
+
+
 TOOLS: tuple[Tool[Any, TurnContext], ...] = (
+    Tool("answer", "Answer the viewer about a product's fact (the reply is rendered from its fact sheet).",
+         AnswerArgs, answer),
     Tool("product_facts", "Read a product's fact sheet: the product on screen, or item_id.", ProductFactsArgs,
          product_facts),
     Tool("respond", "Send the answer to the viewer, citing the facts it uses.", RespondArgs, respond),
@@ -192,7 +257,7 @@ TOOLS: tuple[Tool[Any, TurnContext], ...] = (
 # ------------------------------------------------------------------------------------------------ app
 def livestream_app(world: Path | str | None = None, *, catalog: Catalog | None = None,
                    streams: Iterable[Stream] | None = None, budget_ms: float = DEFAULT_BUDGET_MS,
-                   max_steps: int = 3) -> AppSpec:
+                   max_steps: int = 2) -> AppSpec:
     """The livestream agent over a world directory (``catalog.jsonl`` + ``streams.jsonl``) or a catalog and
     streams given directly (these win over the directory's files)."""
     if world is not None:
@@ -203,10 +268,11 @@ def livestream_app(world: Path | str | None = None, *, catalog: Catalog | None =
     if catalog is None:
         raise ValueError("livestream_app needs a world directory or a catalog")
     by_id = {s.stream_id: s for s in streams or ()}
+    facts = frozenset({"price", "stock", *(k for item in catalog for k in item.attributes)})
     warm_up()
     return AppSpec(
-        name="livestream", system_prompt=SYSTEM_PROMPT, tools=ToolRegistry(TOOLS), catalog=catalog,
-        fallback=fallback, resources=LivestreamResources(by_id),
+        name="livestream", system_prompt=ANSWER_PROMPT, tools=ToolRegistry(TOOLS), catalog=catalog,
+        fallback=fallback, resources=LivestreamResources(by_id, facts), prompt_tools=False,
         listing=functools.cache(lambda: stream_listing(by_id, catalog)),  # streams never change while served
         default_budget_ms=budget_ms, max_steps=max_steps, require_stock=False,
     )

@@ -1,4 +1,5 @@
-"""The livestream app's kit: the fact-sheet agent over a world's streams, its reward and the simulated viewer."""
+"""The livestream app's kit: the fact-sheet agent over a world's streams, its reward, the simulated viewer and the
+compact protocol's teacher (the ``answer`` call read off the answer key, :mod:`apps.livestream.plan`)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,8 @@ from pathlib import Path
 
 from apps.livestream.agent import livestream_app
 from apps.livestream.env import RewardWeights, request_constraints, reward_fn, simulated_user
+from apps.livestream.plan import plan_teacher
 from apps.livestream.world import STREAMS_FILE
-from apps.teacher_sft import fallback_call_teacher
 from harness.env import AppEnv, RewardFn
 from harness.kit import AppKit
 from harness.tasks import Task
@@ -18,11 +19,9 @@ HERE = Path(__file__).parent
 
 
 def env(world: Path) -> AppEnv:
-    from apps.livestream.sft import respond_call  # the SFT module imports this one
-
     spec = livestream_app(Path(world))
     return AppEnv(spec=spec, reward_fn=reward_fn(spec.catalog), user_fn=simulated_user,
-                  request_fn=request_constraints, teacher=partial(fallback_call_teacher, respond_call))
+                  request_fn=request_constraints, teacher=plan_teacher)
 
 
 def reward_weights(weights: Mapping[str, float]) -> Callable[[AppEnv], RewardFn]:

@@ -348,9 +348,9 @@ _COMPARE: dict[str, str] = {
 _OF = (r"(?:(?:made|sold|brought to you) by|made from|from|by|of|de chez|hech[oa] por|de la marca|marca|de|del|de la|"
        r"chez|von|vom|der|bei|du|d'|de la marque|marque)")
 """Words between a product's noun and its brand: "the earbuds from Voltix", "los earbuds de Voltix"."""
-_SORRY = "Sorry, I'm not sure — the fact sheet doesn't say."
-_OFF_TOPIC_REPLY = "Sorry, I'm not sure — I can only help with the products on this stream."
-_WHICH_ONE = "Sorry, I'm not sure which product you mean — could you name it?"
+SORRY = "Sorry, I'm not sure — the fact sheet doesn't say."
+OFF_TOPIC_REPLY = "Sorry, I'm not sure — I can only help with the products on this stream."
+WHICH_ONE = "Sorry, I'm not sure which product you mean — could you name it?"
 
 
 def fold(text: str) -> str:
@@ -695,6 +695,54 @@ class Reader:
         key = self.question_key(rest, question, products[0]) if products and not chit_chat else None
         return Reading(products, key, rest, chit_chat)
 
+    # -------------------------------------------------------------------------------------- a model's call
+    def resolve(self, ref: str, ctx: TurnContext) -> str | None:
+        """The product a model's ``answer`` call names (:func:`apps.livestream.agent.answer`), or None:
+        ``this`` (or nothing) = the request's product or the one on screen; ``before`` = the one shown just
+        before it; ``#N`` = the N-th shown; an item id; else the brand and/or noun as the viewer wrote them,
+        read as a question's product names are (unique on the stream, or the one on screen)."""
+        stream = self._stream(ctx)
+        here = self._here(ctx, stream)
+        text = ref.strip()
+        low = fold(text).strip(" .!?")
+        if low in ("", "this", "it"):
+            return here
+        if text in ctx.catalog and (stream is None or text in stream.item_ids):
+            return text
+        if stream is None:
+            return None
+        ts = ctx.constraints.get("ts_offset_s")
+        if low == "before":
+            index = _on_screen_index(stream, float(ts)) if isinstance(ts, int | float) else None
+            if index is None:
+                return None
+            previous = index - 1 if stream.on_screen(float(ts)) is not None else index  # type: ignore[arg-type]
+            return stream.item_ids[previous] if previous >= 0 else None
+        number = re.fullmatch(r"#?\s*(\d{1,3})", low)
+        if number:
+            n = int(number.group(1))
+            return stream.item_ids[n - 1] if 1 <= n <= len(stream.item_ids) else None
+        items = [ctx.catalog[i] for i in stream.item_ids if i in ctx.catalog]
+        named = sorted(self._named(unslang(low), items, here), key=lambda r: (r[0], r[0] - r[1]))
+        return named[0][2] if named else None
+
+    def reply(self, ctx: TurnContext, products: Sequence[Item], key: str) -> Final:
+        """The answer about ``products`` (one, or two compared) on fact ``key`` of the viewer's last question,
+        rendered from the fact sheet as :meth:`answer` renders it (yes/no for a value or a number the question
+        states); "not sure" when the first product's sheet has no such fact or the two do not compare."""
+        question = _last_user_text(ctx)
+        stream = self._stream(ctx)
+        _, rest = self.referenced_items(question, stream, ctx.catalog, self._here(ctx, stream))
+        item = products[0]
+        if key not in (set(item.attributes) | {"price", "stock"}):
+            return Final(reply=SORRY, data={"cited_facts": []})
+        compared = answer_comparison(item, products[1], key) if len(products) > 1 else None
+        if len(products) > 1 and compared is None:
+            return Final(reply=SORRY, data={"cited_facts": []})
+        text, cited = compared or answer_fact(item, key, rest, question, self)
+        return Final(reply=text, item_ids=list(dict.fromkeys(f.rpartition(".")[0] for f in cited)),
+                     data={"cited_facts": cited})
+
     # -------------------------------------------------------------------------------------- answer
     def answer(self, ctx: TurnContext, reason: str = "no_model") -> Final:
         """The fallback: read the last question, answer from the fact sheet; 'not sure' when the sheet does not
@@ -702,12 +750,12 @@ class Reader:
         question = _last_user_text(ctx)
         r = self.read(question, ctx)
         if r.off_topic:
-            return Final(reply=_OFF_TOPIC_REPLY, data={"cited_facts": []})
+            return Final(reply=OFF_TOPIC_REPLY, data={"cited_facts": []})
         if not r.products:
-            reply = _WHICH_ONE if self.asks_anything(r.rest) else _OFF_TOPIC_REPLY
+            reply = WHICH_ONE if self.asks_anything(r.rest) else OFF_TOPIC_REPLY
             return Final(reply=reply, data={"cited_facts": []})
         if r.key is None:
-            return Final(reply=_SORRY if self.asks_anything(r.rest) else _OFF_TOPIC_REPLY, data={"cited_facts": []})
+            return Final(reply=SORRY if self.asks_anything(r.rest) else OFF_TOPIC_REPLY, data={"cited_facts": []})
         compared = answer_comparison(r.products[0], r.products[1], r.key) if len(r.products) > 1 else None
         text, cited = compared or answer_fact(r.products[0], r.key, r.rest, question, self)
         return Final(reply=text, item_ids=list(dict.fromkeys(f.rpartition(".")[0] for f in cited)),
@@ -738,7 +786,7 @@ def answer_fact(item: Item, key: str, rest: str, original: str, reader: Reader) 
     """The answer about ``item``'s fact ``key`` (yes/no for flags, membership and thresholds) and its citations."""
     fid, value = f"{item.item_id}.{key}", _value(item, key)
     if value is None:
-        return _SORRY, []
+        return SORRY, []
     if key == "price":
         discount = item.attributes.get("discount_percent")
         if discount is None:

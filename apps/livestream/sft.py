@@ -1,25 +1,21 @@
-"""The livestream app's SFT data: the rule fallback's correct answers as served ``respond`` calls (``FallbackSft``)."""
+"""The livestream app's SFT data: the compact protocol's ``answer`` call of each training task, read off its answer
+key (:func:`apps.livestream.plan.plan_call`) and kept only when it answers the task correctly
+(:class:`apps.teacher_sft.AnswerKeySft`)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from apps.livestream.agent import SYSTEM_PROMPT, TOOLS
+from apps.livestream.agent import ANSWER_PROMPT
 from apps.livestream.kit import env
-from apps.teacher_sft import FallbackSft
-from harness.agent import Final
-from harness.protocol import ToolCall, ToolRegistry
+from apps.livestream.plan import plan_call
+from apps.teacher_sft import AnswerKeySft
+from harness.env import AppEnv
+from harness.tasks import Task
 
 
-def tool_schemas() -> list[dict[str, Any]]:
-    return ToolRegistry(TOOLS).schemas()
+def task_call(env: AppEnv, task: Task) -> tuple[str, dict[str, Any]]:
+    return plan_call(task, env.spec.catalog, getattr(env.spec.resources, "streams", {}))
 
 
-def respond_call(final: Final) -> ToolCall:
-    """The fallback's answer as the model should write it: ``respond`` with the facts it cites."""
-    cited = [str(f) for f in final.data.get("cited_facts", [])]
-    return ToolCall(name="respond", arguments={"answer": final.reply, "cited_facts": cited,
-                                               "item_ids": list(final.item_ids)}, id="call_1")
-
-
-SOURCE = FallbackSft(SYSTEM_PROMPT, tool_schemas, env, respond_call)
+SOURCE = AnswerKeySft(ANSWER_PROMPT, env, task_call)

@@ -15,8 +15,9 @@
   rests on, ``"<item_id>.<attribute>"`` (or ``.price`` / ``.stock``); every fact value is rendered in
   the answer text. ``constraints`` = ``{"stream_id", "item_id" (primary product or None),
   "item_ids" (all products asked about), "ts_offset_s" (seconds from stream start)}``.
-  ``meta`` = ``{"template", "reference" (this_one | ordinal | named | none), "session_id"}`` plus
-  ``"probe"`` (the colour, size or number asked about) for yes/no questions. A ``this_one``
+  ``meta`` = ``{"template", "reference" (this_one | previous | ordinal | named | brand | leaf | none),
+  "session_id"}`` plus ``"probe"`` (the colour, size or number asked about) for yes/no questions and
+  ``"other_reference"`` (how a comparison names its second product). A ``this_one``
   question ("does it come in pink??") means the product on screen at ``ts_offset_s``.
 - ``logs.jsonl`` — one ``Session(app="livestream")`` per viewer per stream watched: the viewer's
   chat (their questions and some chatter) and view/click/cart/purchase events on products on show.
@@ -390,6 +391,7 @@ class _Draft:
     item_ids: list[str] = field(default_factory=list)
     template: str = ""
     reference: str = "none"
+    other_reference: str | None = None  # a comparison's second product: how the viewer names it
     probe: str | int | None = None
     family: str = "base"
 
@@ -637,7 +639,7 @@ def _comparison_draft(
     text = _say(rng, questions[index], a=a_text, b=b_ref.text)
     return _Draft(
         "comparison", text, answer, [_fact(a, key), _fact(b, key)], [a.item.item_id, b.item.item_id],
-        template=_template_id(pack, "comparison", key, index), reference=first.kind,
+        template=_template_id(pack, "comparison", key, index), reference=first.kind, other_reference=b_ref.kind,
     )
 
 
@@ -792,6 +794,8 @@ def _to_task(a: _Asked) -> Task:
                             "session_id": _session_id(a.attendance)}
     if d.probe is not None:
         meta["probe"] = d.probe
+    if d.other_reference is not None:
+        meta["other_reference"] = d.other_reference
     return Task(
         task_id=a.task_id, app="livestream", kind=d.kind, messages=[Message(role="user", content=d.text)],
         constraints={

@@ -1,8 +1,11 @@
 """The travel app's agent: POI search, travel times and opening hours as tools, a checked respond, greedy fallback.
 
 A request is a message plus ``constraints`` in the shape of :class:`apps.travel.checker.PlanConstraints`
-(day, window, start and end place, stops, mode, …); any subset may be given. The model searches and
-checks places with the tools and ends with ``respond(text, itinerary)``. Where the request's constraints
+(day, window, start and end place, stops, mode, …); any subset may be given. Under the served compact protocol
+(:data:`PLAN_PROMPT`, no tool schemas in the prompt) the model writes one call, ``plan(day, start, end, hotel,
+…)``: what the request asks for; :func:`plan` plans it with the greedy planner and checks it. The other tools
+stay callable for a model that plans itself: it searches and checks places and ends with
+``respond(text, itinerary)``. Where the request's constraints
 are known, ``respond`` runs :func:`apps.travel.checker.check_itinerary` and returns the broken rules as a
 tool error so the model can fix the plan; the checker is also the :func:`reward`. When the model runs out
 of steps or time, :func:`fallback` answers with :func:`apps.travel.checker.plan_greedy`.
@@ -66,6 +69,20 @@ place's opening hours on a day.
 and the end place last when the request names them, each with arrive_min and depart_min in minutes after \
 midnight (or "HH:MM"). Leave at least the route_time between stops, arrive after opening, leave before \
 closing and stay at least half the typical visit. If respond returns violations, fix them and call it again."""
+
+PLAN_PROMPT = (
+    "You plan day trips in a city. Answer with one call: plan (day: mon to sun; start, end: \"HH:MM\"; hotel: where "
+    "the day starts, end_hotel: where it ends if elsewhere; stops: [fewest, most]; must: categories to include; want, "
+    "avoid: tags; price_level: the highest, 1 to 4; budget; mode: walk, transit or taxi: only what the traveller said)."
+)
+"""The served prompt of the compact protocol (``AppSpec.prompt_tools`` False): the model writes what the request
+asks for as one ``plan`` call; :func:`plan` plans it with the greedy planner and checks it, so the tool schemas
+(~2,000 tokens) and a long itinerary (~400 tokens) stay out of the model's context and output."""
+TEXT_OVER_MODEL = True
+"""In ``plan``: what the request's words state for sure (:func:`apps.travel.parse.text_constraints`) wins over the
+model's reading of the same field (True, default), or only fills the fields the model left out (False). Chosen on
+the dev wordings (``bench/travel_text.py``'s first outside author, first 150): a tiny agent's text-only success
+0.980 with True, 0.933 with False; the held-out wordings were not looked at."""
 
 
 # ------------------------------------------------------------------------------------------------ resources
@@ -192,6 +209,25 @@ class StopArgs(BaseModel):
     _clock = field_validator("arrive_min", "depart_min", mode="before")(parse_clock)
 
 
+class PlanArgs(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    day: Weekday | None = Field(None, description="Weekday of the trip: mon, tue, ... sun.")
+    start: int | str | None = Field(None, description="When the day starts, \"HH:MM\".")
+    end: int | str | None = Field(None, description="When it ends, \"HH:MM\".")
+    hotel: str | None = Field(None, max_length=120, description="The lodging the day starts from (its name).")
+    end_hotel: str | None = Field(None, max_length=120, description="The lodging it ends at, if not the same.")
+    stops: list[int] | None = Field(None, min_length=2, max_length=2, description="[fewest, most] visits.")
+    must: list[str] = Field(default_factory=list, description="Categories or groups a visit must cover.")
+    want: list[str] = Field(default_factory=list, description="Tags the traveller likes.")
+    avoid: list[str] = Field(default_factory=list, description="Tags no visit may carry.")
+    price_level: int | None = Field(None, ge=1, le=4, description="Highest price level per visit.")
+    budget: float | None = Field(None, ge=0, description="Cap on the visits' summed price.")
+    mode: Mode | None = Field(None, description="walk, transit or taxi.")
+
+    _clock = field_validator("start", "end", mode="before")(lambda v: parse_clock(v))
+
+
 class RespondArgs(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -304,6 +340,63 @@ def respond(args: RespondArgs, ctx: TurnContext) -> Final:
     return Final(reply=args.text.strip(), item_ids=ids, data={**data, **itinerary_view(itinerary, res.pois)})
 
 
+def _lodging_id(res: TravelResources, name: str) -> str:
+    """The lodging called ``name`` (case and spacing aside; else the one whose name holds it or it holds)."""
+    want = " ".join(name.lower().split())
+    lodgings = [p for p in res.pois.values() if p.group == "lodging"]
+    exact = [p for p in lodgings if " ".join(p.name.lower().split()) == want]
+    near = exact or [p for p in lodgings if want and (want in p.name.lower() or p.name.lower() in want)]
+    if len(near) != 1:
+        raise ToolError(f"no single lodging is called {name!r}" + ("" if near else " (no lodging has that name)"))
+    return near[0].poi_id
+
+
+def plan_fields(args: PlanArgs, res: TravelResources) -> dict[str, Any]:
+    """``PlanConstraints`` fields of a ``plan`` call (only what it states); lodging names become their POI ids."""
+    out: dict[str, Any] = {}
+    if args.day is not None:
+        out["day"] = args.day
+    for key, value in (("start_min", args.start), ("end_min", args.end)):
+        if value is not None:
+            if not isinstance(value, int):
+                raise ToolError(f"{key[:-4]} {value!r} is not a time \"HH:MM\"")
+            out[key] = value
+    if args.hotel:
+        out["start_poi"] = _lodging_id(res, args.hotel)
+        out["end_poi"] = _lodging_id(res, args.end_hotel) if args.end_hotel else out["start_poi"]
+    if args.stops is not None:
+        out["min_stops"], out["max_stops"] = args.stops
+    names = {n for p in res.pois.values() if p.group != "lodging" for n in (p.category, p.group)}
+    unknown = [m for m in args.must if m not in names]
+    if unknown:
+        raise ToolError(f"must: no place is a {unknown[0]!r}; categories and groups: {', '.join(sorted(names))}")
+    for key, values in (("must_categories", args.must), ("want_tags", args.want), ("avoid_tags", args.avoid)):
+        if values:
+            out[key] = [str(v) for v in values]
+    if args.price_level is not None:
+        out["max_price_level"] = args.price_level
+    if args.budget is not None:
+        out["budget"] = args.budget
+    if args.mode is not None:
+        out["mode"] = args.mode
+    return out
+
+
+def plan(args: PlanArgs, ctx: TurnContext) -> Final:
+    """The compact protocol's one call: the day the model read from the request, planned by the greedy planner
+    and checked (:func:`planned`). What the words state for sure wins over the call where both say (see
+    :data:`TEXT_OVER_MODEL`), the call fills what the words leave unread, and the constraints a form sent win over
+    both; a lodging, category or time that does not exist is a ToolError naming it."""
+    res = _res(ctx)
+    model = plan_fields(args, res)
+    text = text_constraints(_user_words(ctx), res.pois)
+    raw = {**model, **text, **ctx.constraints} if TEXT_OVER_MODEL else {**text, **model, **ctx.constraints}
+    if "day" in raw and plan_constraints(raw, FALLBACK_WINDOW) is None:
+        raise ToolError("the plan's fields contradict each other or the request (an end before the start, fewer "
+                        "most stops than fewest)")
+    return planned(raw, res)
+
+
 def ask_user(args: AskUserArgs, ctx: TurnContext) -> Final:
     """Ask the user for what the plan needs; the turn ends and the user's answer starts the next one."""
     return Final(reply=args.question.strip(), actions=[{"type": "ask_user"}])
@@ -315,6 +408,8 @@ TOOLS: tuple[Tool[Any, TurnContext], ...] = (
     Tool("route_time", "Travel minutes between two places by walk, transit or taxi.", RouteTimeArgs, route_time),
     Tool("check_open", "Opening hours of a place on a weekday (and whether it is open at a time).",
          CheckOpenArgs, check_open),
+    Tool("plan", "Plan the day the request asks for (the planner picks and orders the visits and checks them).",
+         PlanArgs, plan),
     Tool("respond", "Send the itinerary and a short reply; it is checked against the request first.",
          RespondArgs, respond),
     Tool("ask_user", "Ask the user for something the plan needs (day, time window, start).", AskUserArgs, ask_user),
@@ -343,8 +438,17 @@ def fallback(ctx: TurnContext, reason: str) -> Final:
     The constraints are the structured ones a frontend sent, over what the traveller's words state (day, hours,
     the hotel they start from, transport: :mod:`apps.travel.parse`), so a request sent as text is planned too."""
     res = _res(ctx)
-    words = " ".join(str(m.get("content") or "") for m in ctx.session.messages if m.get("role") == "user")
-    constraints = plan_constraints({**text_constraints(words, res.pois), **ctx.constraints}, FALLBACK_WINDOW)
+    return planned({**text_constraints(_user_words(ctx), res.pois), **ctx.constraints}, res)
+
+
+def _user_words(ctx: TurnContext) -> str:
+    return " ".join(str(m.get("content") or "") for m in ctx.session.messages if m.get("role") == "user")
+
+
+def planned(raw: Mapping[str, Any], res: TravelResources) -> Final:
+    """The greedy plan for constraint fields ``raw`` (a default 09:00–21:00 window when only the day is known),
+    checked, with its description; without a day, the question for it."""
+    constraints = plan_constraints(raw, FALLBACK_WINDOW)
     if constraints is None:
         return Final(reply="Which day would you like to go, and from what time until when? "
                            "Tell me where you start, too.", actions=[{"type": "ask_user"}])
@@ -382,12 +486,12 @@ def itinerary_view(itinerary: Itinerary, pois: dict[str, Poi]) -> dict[str, Any]
 
 # ------------------------------------------------------------------------------------------------ app
 def travel_app(world: Path | str | None = None, *, catalog: Catalog | None = None,
-               budget_ms: float = DEFAULT_BUDGET_MS, max_steps: int = 8) -> AppSpec:
+               budget_ms: float = DEFAULT_BUDGET_MS, max_steps: int = 2) -> AppSpec:
     """The travel agent over a world directory (its ``catalog.jsonl``) or a POI catalog (which wins)."""
     if catalog is None and world is not None:
         catalog = Catalog.load(Path(world) / CATALOG_FILE)[0]
     if catalog is None:
         raise ValueError("travel_app needs a world directory or a catalog")
-    return AppSpec(name="travel", system_prompt=SYSTEM_PROMPT, tools=ToolRegistry(TOOLS), catalog=catalog,
+    return AppSpec(name="travel", system_prompt=PLAN_PROMPT, tools=ToolRegistry(TOOLS), catalog=catalog,
                    fallback=fallback, resources=TravelResources.build(catalog), default_budget_ms=budget_ms,
-                   max_steps=max_steps)
+                   max_steps=max_steps, prompt_tools=False)

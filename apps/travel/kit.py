@@ -6,9 +6,9 @@ from collections.abc import Callable, Mapping
 from functools import partial
 from pathlib import Path
 
-from apps.teacher_sft import fallback_call_teacher
 from apps.travel.agent import travel_app
 from apps.travel.env import RewardWeights, form_request, request_constraints, reward_fn, simulated_user
+from apps.travel.plan import plan_teacher
 from harness.env import AppEnv, RewardFn
 from harness.kit import AppKit
 
@@ -16,12 +16,10 @@ HERE = Path(__file__).parent
 
 
 def env(world: Path) -> AppEnv:
-    from apps.travel.sft import respond_call  # the SFT module imports this one
-
     spec = travel_app(Path(world))
     pois = spec.resources.pois
     return AppEnv(spec=spec, reward_fn=reward_fn(pois), user_fn=partial(simulated_user, pois=pois),
-                  request_fn=request_constraints, teacher=partial(fallback_call_teacher, respond_call))
+                  request_fn=request_constraints, teacher=plan_teacher)
 
 
 def reward_weights(weights: Mapping[str, float]) -> Callable[[AppEnv], RewardFn]:

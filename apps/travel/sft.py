@@ -1,26 +1,12 @@
-"""The travel app's SFT data: the planner fallback's passing plans as served ``respond`` calls (FallbackSft)."""
+"""The travel app's SFT data: the compact protocol's ``plan`` call of each training task, read off its answer key
+(:func:`apps.travel.plan.plan_call`) and kept only when the plan it gives is feasible
+(:class:`apps.teacher_sft.AnswerKeySft`)."""
 
 from __future__ import annotations
 
-from typing import Any
-
-from apps.teacher_sft import FallbackSft
-from apps.travel.agent import SYSTEM_PROMPT, TOOLS
+from apps.teacher_sft import AnswerKeySft
+from apps.travel.agent import PLAN_PROMPT
 from apps.travel.kit import env
-from harness.agent import Final
-from harness.protocol import ToolCall, ToolRegistry
+from apps.travel.plan import task_call
 
-
-def tool_schemas() -> list[dict[str, Any]]:
-    return ToolRegistry(TOOLS).schemas()
-
-
-def respond_call(final: Final) -> ToolCall:
-    """The fallback's plan as the model should write it: ``respond`` with every stop and the travel mode."""
-    plan = final.data.get("itinerary") or {"stops": []}
-    stops = [{k: s[k] for k in ("poi_id", "arrive_min", "depart_min")} for s in plan["stops"]]
-    return ToolCall(name="respond", arguments={"text": final.reply, "itinerary": stops, "mode": plan.get("mode")},
-                    id="call_1")
-
-
-SOURCE = FallbackSft(SYSTEM_PROMPT, tool_schemas, env, respond_call)
+SOURCE = AnswerKeySft(PLAN_PROMPT, env, task_call)

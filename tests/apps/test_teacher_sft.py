@@ -1,4 +1,5 @@
-"""SFT data from an app's fallback (livestream, travel): served-format chats the loop accepts and rewards.
+"""SFT data of livestream and travel (their compact protocols' calls, read off the answer key): served-format chats
+the loop accepts and rewards; a fallback teacher that solves nothing is a clear error.
 
     .venv/bin/python -m pytest tests/apps/test_teacher_sft.py -q
 """
@@ -35,12 +36,15 @@ def test_teacher_examples_replay_through_the_served_loop_as_successes(app: str, 
     tasks = {t.task_id: t for t in __import__("apps.evaluate", fromlist=["x"]).load_tasks(worlds[app])}
     for example in data.train[:5]:
         assert example.kind.startswith(TEACHER_PREFIX) and example.messages[0]["content"] == spec.system_prompt
-        call = example.messages[-3]["tool_calls"][0]["function"]
+        # the compact protocol: the system prompt, the user's message and the one call, no tool schemas
+        assert [m["role"] for m in example.messages] == ["system", "user", "assistant"]
+        assert example.tools == spec.tools == []
+        call = example.messages[-1]["tool_calls"][0]["function"]
+        assert call["name"] == {"livestream": "answer", "travel": "plan"}[app]
         engine = scripted([render_call(call["name"], json.loads(call["arguments"]))])
         loop = AgentLoop(env.spec, ModelAccess(engine, engine.tokenizer))
         result = Episode(env, loop, tasks[example.source], max_turns=1).run()
         assert not result.degraded and result.reward.success, (example.source, result.final.reply)
-        assert result.final.reply == example.messages[-1]["content"]
 
 
 def test_an_app_whose_teacher_solves_nothing_is_a_clear_error(worlds: dict[str, Path], tmp_path: Path) -> None:

@@ -98,6 +98,81 @@ def test_respond_rejects_facts_and_items_that_do_not_exist(app: AppSpec) -> None
     assert "unknown item_id 'lv-nope'" in out.error
 
 
+# ------------------------------------------------------------------------------------------------ the compact call
+@pytest.mark.parametrize(("question", "ts", "args", "reply", "cited"), [
+    ("how much is this one?", 100, {"item": "this", "fact": "price"},
+     "It's $49.99 during the stream (20% off).", [f"{EARBUDS}.price", f"{EARBUDS}.discount_percent"]),
+    ("and the one before?", 400, {"item": "before", "fact": "price"},
+     "It's $49.99 during the stream (20% off).", [f"{EARBUDS}.price", f"{EARBUDS}.discount_percent"]),
+    ("between products: the last one shown", 305, {"item": "before", "fact": "shipping_days"},
+     "Ships in 3 days.", [f"{EARBUDS}.shipping_days"]),
+    ("does the second come in pink?", 100, {"item": "#2", "fact": "colours"},
+     "No pink, sorry — colours: black, silver.", [f"{HEADPHONES}.colours"]),
+    ("will it last a 35 hour flight", 100, {"item": "Voltix earbuds", "fact": "battery_hours"},
+     "No, it lasts about 30 hours per charge.", [f"{EARBUDS}.battery_hours"]),
+    ("is the glowlab one vegan", 100, {"item": "GlowLab", "fact": "vegan"}, "Yes, it's vegan.", [f"{SERUM}.vegan"]),
+    ("who lasts longer", 100, {"item": "this", "fact": "battery_hours", "versus": "headphones"},
+     "The Sonaro headphones last longer: 40 hours vs 30 hours.",
+     [f"{EARBUDS}.battery_hours", f"{HEADPHONES}.battery_hours"]),
+    ("does the serum have a warranty?", 100, {"item": "serum", "fact": "warranty_months"},
+     "Sorry, I'm not sure — the fact sheet doesn't say.", []),  # a fact, but not on this product's sheet
+    ("which is vegan, this or the serum", 100, {"item": "this", "fact": "vegan", "versus": "serum"},
+     "Sorry, I'm not sure — the fact sheet doesn't say.", []),  # no comparison rule for a yes/no fact
+    ("when is the restock", 100, {"item": "some gadget", "fact": "unknown"},
+     "Sorry, I'm not sure — the fact sheet doesn't say.", []),
+    ("your cat is cute", 100, {"fact": "chat"},
+     "Sorry, I'm not sure — I can only help with the products on this stream.", []),
+])
+def test_answer_renders_the_named_products_fact_from_the_sheet(
+        app: AppSpec, question: str, ts: int, args: dict[str, Any], reply: str, cited: list[str]) -> None:
+    ctx = _ctx(app, question, stream_id="stream-t", ts_offset_s=ts)
+    out = app.tools.execute(ToolCall(name="answer", arguments=args), ctx)
+    assert out.ok and isinstance(out.content, Final), out.error
+    assert out.content.reply == reply and out.content.data["cited_facts"] == cited
+
+
+@pytest.mark.parametrize(("args", "ts", "error"), [
+    ({"item": "#4", "fact": "price"}, 100,
+     "no product of this stream is '#4'; the stream's products: lv-a, lv-b, lv-c"),
+    ({"item": "Zentro speaker", "fact": "price"}, 100, "no product of this stream is 'Zentro speaker'"),
+    ({"item": "this", "fact": "price"}, 950, "no product of this stream is 'this'"),  # nothing on screen, no item
+    ({"item": "before", "fact": "price"}, 100, "no product of this stream is 'before'"),  # the first one is on
+    ({"item": "this", "fact": "colour"}, 100, "no fact sheet has 'colour'; facts: battery_hours, brand, colours"),
+])
+def test_answer_names_what_it_cannot_ground(app: AppSpec, args: dict[str, Any], ts: int, error: str) -> None:
+    out = _call(app, "answer", args, stream_id="stream-t", ts_offset_s=ts)
+    assert not out.ok and out.error is not None and out.error.startswith(error), out.error
+
+
+def test_the_served_prompt_is_compact_and_lists_no_tools(app: AppSpec) -> None:
+    assert app.prompt_schemas() == [] and app.system_prompt.startswith("You answer livestream viewers")
+    assert len(app.system_prompt.split()) < 80
+
+
+def test_plan_call_reads_the_answer_key_as_the_viewer_referred(app: AppSpec) -> None:
+    from apps.livestream.plan import plan_call, reference
+
+    streams = app.resources.streams
+    stream = streams["stream-t"]
+
+    def task(kind: str, ids: list[str], facts: list[str], **meta: str) -> Task:
+        return Task(task_id="t", app="livestream", kind=kind, messages=[Message(role="user", content="?")],
+                    constraints={"stream_id": "stream-t", "item_ids": ids, "ts_offset_s": 100}, answer="x",
+                    facts=facts, meta=meta)
+
+    assert [reference(k, HEADPHONES, stream, app.catalog) for k in
+            ("this_one", "previous", "ordinal", "named", "brand", "leaf")] == \
+        ["this", "before", "#2", "Sonaro headphones", "Sonaro", "headphones"]
+    assert plan_call(task("question", [SERUM], [f"{SERUM}.vegan"], reference="ordinal"), app.catalog, streams) == \
+        ("answer", {"item": "#3", "fact": "vegan"})
+    assert plan_call(task("comparison", [EARBUDS, HEADPHONES], [f"{EARBUDS}.price", f"{HEADPHONES}.price"],
+                          reference="this_one", other_reference="brand"), app.catalog, streams) == \
+        ("answer", {"item": "this", "fact": "price", "versus": "Sonaro"})
+    assert plan_call(task("unanswerable", [EARBUDS], [], reference="named"), app.catalog, streams) == \
+        ("answer", {"item": "Voltix earbuds", "fact": "unknown"})
+    assert plan_call(task("off_topic", [], [], reference="none"), app.catalog, streams) == ("answer", {"fact": "chat"})
+
+
 # ------------------------------------------------------------------------------------------------ fallback
 @pytest.mark.parametrize(("question", "constraints", "reply", "cited"), [
     ("how much is this one?", {"ts_offset_s": 100},
@@ -227,8 +302,15 @@ def test_app_from_a_generated_world_and_fallback_answers_most_questions(tmp_path
     generate_livestream_world(config, tmp_path)
     app = livestream_app(tmp_path)
     assert app.name == "livestream" and app.default_budget_ms == DEFAULT_BUDGET_MS
-    assert app.tools.names == ["product_facts", "respond"]
+    assert app.tools.names == ["answer", "product_facts", "respond"] and not app.prompt_schemas()
     tasks, _ = read_records(tmp_path / "tasks.jsonl", Task)
+    from apps.livestream.kit import env
+    from apps.livestream.sft import SOURCE
+
+    # the compact protocol's labels: every answer-key call, run through the tools, is a success
+    comparisons = [t for t in tasks if t.kind == "comparison"]
+    assert comparisons and all(t.meta["other_reference"] in ("ordinal", "named", "brand", "leaf") for t in comparisons)
+    assert [e.source for e in SOURCE.examples(env(tmp_path), tasks)] == [t.task_id for t in tasks]
     scores = []
     for task in tasks:
         constraints = request_constraints(task)

@@ -169,6 +169,70 @@ def test_ask_user_ends_the_turn_with_an_ask_user_action(app: AppSpec) -> None:
     assert out.content.reply == "Which day?" and out.content.actions == [{"type": "ask_user"}]
 
 
+# ------------------------------------------------------------------------------------------------ the compact call
+PLAN_ARGS = {"day": "sat", "start": "09:00", "end": "17:00", "hotel": "test HOTEL", "stops": [1, 3],
+             "must": ["museum"], "mode": "walk"}
+
+
+def _text_ctx(app: AppSpec, text: str, constraints: dict[str, Any] | None = None) -> TurnContext:
+    session = SessionState(app="travel", messages=[{"role": "user", "content": text}])
+    return TurnContext(app=app, session=session, constraints=constraints or {}, budget=Budget(1000), model=None)
+
+
+def test_plan_plans_and_checks_what_the_call_states(app: AppSpec) -> None:
+    out = app.tools.execute(ToolCall(name="plan", arguments=PLAN_ARGS), _text_ctx(app, "a museum day please"))
+    assert out.ok and isinstance(out.content, Final), out.error
+    task = Task(task_id="t", app="travel", kind="plan", messages=[Message(role="user", content="-")],
+                constraints=REQUEST)
+    # the call's fields are REQUEST's (lodging by name, times as HH:MM): the same greedy plan, feasible
+    assert out.content.data["itinerary"] == plan_greedy(task, app.resources.pois).model_dump(mode="json")
+    assert out.content.data["check"]["feasible"] is True and reward(task, out.content, app.resources.pois).success
+
+
+def test_plan_takes_what_the_words_state_the_call_fills_the_rest_and_a_form_wins(app: AppSpec) -> None:
+    text = "Saturday 9:00-17:00, starting and ending at Test hotel, on foot."
+    out = app.tools.execute(ToolCall(name="plan", arguments={"must": ["museum"], "stops": [1, 3]}),
+                            _text_ctx(app, text))
+    assert out.ok and out.content.data["itinerary"]["mode"] == "walk"  # the words' mode, the call's museum
+    assert out.content.data["itinerary"]["stops"][1]["poi_id"] == "poi-m"
+    out = app.tools.execute(ToolCall(name="plan", arguments={**PLAN_ARGS, "mode": "taxi"}), _text_ctx(app, text))
+    assert out.content.data["itinerary"]["mode"] == "walk"  # what the words state wins over the call
+    out = app.tools.execute(ToolCall(name="plan", arguments=PLAN_ARGS), _text_ctx(app, text, {"mode": "transit"}))
+    assert out.content.data["itinerary"]["mode"] == "transit"  # a form's field wins over both
+
+
+def test_plan_without_a_day_asks_for_it(app: AppSpec) -> None:
+    out = app.tools.execute(ToolCall(name="plan", arguments={"must": ["museum"]}), _text_ctx(app, "museums!"))
+    assert out.ok and out.content.actions == [{"type": "ask_user"}] and "Which day" in out.content.reply
+
+
+@pytest.mark.parametrize(("args", "error"), [
+    ({"day": "sat", "hotel": "Grand Palace"}, "no single lodging is called 'Grand Palace' (no lodging has that name)"),
+    ({"day": "sat", "must": ["zoo"]}, "must: no place is a 'zoo'; categories and groups: bar, cafe, culture, food"),
+    ({"day": "sat", "start": "18:00", "end": "09:00"}, "the plan's fields contradict each other"),
+    ({"day": "sat", "stops": [3, 1]}, "the plan's fields contradict each other"),
+    ({"day": "sat", "start": "noonish"}, "start 'noonish' is not a time"),
+    ({"day": "someday"}, "field 'day': Input should be 'mon'"),
+])
+def test_plan_names_what_it_cannot_ground(app: AppSpec, args: dict[str, Any], error: str) -> None:
+    out = app.tools.execute(ToolCall(name="plan", arguments=args), _text_ctx(app, "-"))
+    assert not out.ok and out.error is not None and error in out.error, out.error
+
+
+def test_plan_call_reads_the_answer_key(app: AppSpec) -> None:
+    from apps.travel.plan import plan_call
+
+    task = Task(task_id="t", app="travel", kind="plan", messages=[Message(role="user", content="-")],
+                constraints={**REQUEST, "budget": 40.0, "max_price_level": 2, "want_tags": ["historic"]})
+    assert plan_call(task, app.resources.pois) == ("plan", {
+        "day": "sat", "start": "09:00", "end": "17:00", "hotel": "Test hotel", "stops": [1, 3], "must": ["museum"],
+        "want": ["historic"], "price_level": 2, "budget": 40, "mode": "walk"})
+    bare = Task(task_id="t", app="travel", kind="plan", messages=[Message(role="user", content="-")],
+                constraints={"day": "sun", "start_min": 600, "end_min": 900})
+    assert plan_call(bare, app.resources.pois) == ("plan", {"day": "sun", "start": "10:00", "end": "15:00",
+                                                            "mode": "transit"})
+
+
 # ------------------------------------------------------------------------------------------------ fallback
 def test_fallback_is_the_greedy_plan(app: AppSpec) -> None:
     final = fallback(_ctx(app, REQUEST), "budget")
@@ -268,7 +332,7 @@ def test_reward_hand_computed(app: AppSpec) -> None:
 def test_app_from_a_generated_world_falls_back_to_feasible_plans(tmp_path: Path) -> None:
     generate_travel_world(TravelWorldConfig(seed=3, pois=40, requests=4, travellers=3), tmp_path)
     app = travel_app(tmp_path)
-    assert app.name == "travel" and app.tools.names == ["search_pois", "route_time", "check_open", "respond",
+    assert app.name == "travel" and app.tools.names == ["search_pois", "route_time", "check_open", "plan", "respond",
                                                         "ask_user"]
     pois = pois_from_items(app.catalog)
     for task in read_records(tmp_path / "tasks.jsonl", Task)[0]:
