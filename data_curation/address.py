@@ -344,6 +344,8 @@ def find_addresses(text: str) -> Iterator[tuple[int, int]]:
         yield _extend(text, start, end)
     for m in _ANCHOR.finditer(text):
         raw = m.group()
+        if _SEG_STOP.match(raw):
+            continue  # "I'm 004417 in your loyalty thing": a pronoun before a number is no place before a post code
         if not raw.isascii() and not raw[:1].isalpha() and not raw.startswith("〒") and not _CJK_MARK.search(raw):
             continue
         if not raw.isascii() and raw[:1] not in "〒" and not raw[:1].isdigit() and not _CJK_MARK.search(raw) \

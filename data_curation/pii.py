@@ -40,7 +40,7 @@ from data_curation.names import NameFinder
 from data_curation.ner import DEFAULT_MODEL as DEFAULT_NER_MODEL
 from data_curation.ner import SpacyPersons
 
-PII_RULES_VERSION = 5
+PII_RULES_VERSION = 6
 """Bumped whenever a detector changes what it finds (curation stages that scrub then re-run)."""
 PII_TYPES: tuple[str, ...] = ("EMAIL", "IBAN", "CARD", "IP", "ORDER_ID", "NATIONAL_ID", "ADDRESS", "PHONE", "NAME")
 """Every type the scrubber knows, in overlap-priority order."""
@@ -449,6 +449,21 @@ _PRODUCT_CODE_CUE = re.compile(r"(?i)\b(?:isbn(?:-1[03])?|ean(?:-13)?|upc|gtin|b
                                r"\s*[:#]?\s*$")
 
 
+_BOOK_CUE = re.compile(r"(?i)\b(?:isbn(?:-1[03])?|ean(?:-13)?|upc|gtin|barcode|asin)\b(?:\s*(?:is|number|no\.?|code|#|:))*"
+                       r"\s*$")
+"""A product-number cue right before a number ("ISBN is", "EAN:"): what follows is no phone."""
+
+
+def _book_number(raw: str) -> bool:
+    """An ISBN written in its groups: ten characters in four hyphenated groups with a valid check digit
+    ("0-306-40615-2"), or thirteen digits from 978 / 979 with a valid EAN check ("978-0-306-40615-7")."""
+    groups = raw.split("-")
+    compact = "".join(groups)
+    if len(groups) == 4 and _isbn10_ok(compact):
+        return True
+    return len(compact) == 13 and compact.isdigit() and compact[:3] in ("978", "979") and _ean13_ok(compact)
+
+
 def _isbn10_ok(d: str) -> bool:
     if not re.fullmatch(r"\d{9}[\dXx]", d):
         return False
@@ -783,6 +798,8 @@ class PhoneFinder:
             if digits < 7 or any(cand.start() < t.end and cand.end() > t.start for t in taken) \
                     or _ROUND_RANGE.fullmatch(cand.group()):
                 continue  # "10000-25000 steps": two round numbers are a range, not a phone
+            if _book_number(cand.group()) or _BOOK_CUE.search(text, max(0, cand.start() - 30), cand.start()):
+                continue  # "ISBN 0-306-40615-2": a book's number, not a phone
             yield from self._match(text, cand.start(), cand.end(), digits)
 
     def _match(self, text: str, start: int, end: int, digits: int) -> Iterator[Detection]:
