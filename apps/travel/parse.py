@@ -88,6 +88,9 @@ _UNTIL_CUE = re.compile(
     r"\b(?:by|until|till|til|before|no later than|done|done by|back by|finish(?:ed)?(?: by| at)?|"
     r"wrap(?:ped)? up(?: by| at)?|end(?:ing)?(?: by| at| around)?|home by|latest|return(?:ing)? by|curfew(?: is| at)?|"
     r"(?:have|need) to be back(?: at| by)?)\s*(?:about |around |at )?$", re.I)
+_NOT_BEFORE = re.compile(r"(?:\bnot|n't|\b(?:cant|wont|dont)|\bnever|\bno)\b[^.;,!?\d]{0,25}\bbefore\s*"
+                         r"(?:about |around |at )?$", re.I)
+"""A start said as what cannot happen earlier: "we won't be ready before 5pm", "can't leave before 10"."""
 _ONE_CLOCK = re.compile(r"\b(\d{1,2})(?:[:.h](\d{2}))?\s*(am|pm|a\.m\.|p\.m\.)?(?![\d%])", re.I)
 
 
@@ -105,7 +108,8 @@ def _cued_window(text: str) -> tuple[int, int] | None:
         minutes = _minutes(h, mm, half)
         if minutes is None:
             continue
-        if start is None and (_START_CUE.search(before) or _START_AFTER.match(text[m.end():])):
+        if start is None and (_START_CUE.search(before) or _START_AFTER.match(text[m.end():])
+                              or _NOT_BEFORE.search(before)):
             start = minutes
         elif end is None and _UNTIL_CUE.search(before):
             end = minutes
@@ -128,7 +132,10 @@ def weekday(text: str) -> str | None:
 
 
 _NOT = re.compile(r"\b(?:no|not|never|without|don'?t|won'?t|can'?t|avoid|hate|instead of|rather than|"
-                  r"skip)\b[^.;,!?]{0,20}$", re.I)
+                  r"skip)\b(?!\s+(?:later|earlier|sooner|more|less|fewer|longer)\b)"
+                  r"[^.;,!?\u2600-\u27bf\U0001f000-\U0001faff]{0,20}$", re.I)
+"""A way of getting around ruled out: a negation shortly before it in the same clause (an emoji ends a clause, as a
+full stop does; "no later than 1pm, on foot" rules nothing out)."""
 
 
 def transport(text: str) -> str | None:
@@ -165,7 +172,8 @@ _N = (r"(\d{1,2}|" + "|".join(sorted(_NUMBER_WORDS, key=len, reverse=True)) + r"
 """A count: not a time ("9:30", "5pm") and not an amount of money ("60 EUR")."""
 _STOP = (r"(?:stops?|places?|visits?|spots?|sights?|venues?|attractions?|activit(?:y|ies)|locations?|destinations?|"
          r"sites?|things(?: to (?:do|see))?|points?|pois?|options?|pit stops?)")
-_LABEL_HEAD = r"(?:(?:required |total )?(?:number|count) of |no\.? of |# ?)?" + _STOP + r"(?: count| number| total)?"
+_LABEL_HEAD = (r"(?:(?:required |total )?(?:number|count) of |no\.? of |# ?)?" + _STOP +
+               r"(?: count| number| total| required| wanted| desired| planned| requested)?")
 _LABEL = _LABEL_HEAD + r"\s*[:=—–-]\s*"
 _LABEL_BARE = _LABEL_HEAD + r"\s*[:=—–-]?\s*"
 _STOPS = (  # (pattern, which numbers are the min and the max)
@@ -186,13 +194,13 @@ _MIN_CUE = re.compile(r"\b" + _N + r"\s*\+|(?:>=|≥|=>)\s*" + _N +
                       r"|\b(?:at least|minimum(?: of| is| are| =)?|min\.?(?: is| =)?|no fewer than|"
                       r"not less than|not under|not less of)\s+" + _N +
                       r"\b|\b" + _N + r"\s+(?:(?!and\b|or\b|to\b)\w+\s+)?(?:" + _STOP +
-                      r"\s+)?(?:minimum|min\b|at (?:the )?(?:very )?least|or more)", re.I)
+                      r"\s+)?(?:(?:minimum|min)\b(?!\.?\s*\d)|at (?:the )?(?:very )?least|or more)", re.I)
 _MAX_CUE = re.compile(r"(?:<=|≤|=<)\s*" + _N +
                       r"|\b(?:at most|maximum(?: of| is| are| =)?|max\.?(?: is| =)?|no more than|up to|up until|"
                       r"not more (?:than|of)|no more of|not over|maximal|"
                       r"cap(?:ped)?(?: it)? at|top out at)\s+" + _N + r"\b|\b" + _N +
                       r"\s+(?:(?!and\b|or\b|to\b)\w+\s+)?(?:" + _STOP +
-                      r"\s+)?(?:tops|max(?:imum)?\b|at (?:the )?(?:very )?most|or (?:fewer|less))", re.I)
+                      r"\s+)?(?:tops|max(?:imum)?\b(?!\.?\s*\d)|at (?:the )?(?:very )?most|or (?:fewer|less))", re.I)
 _COUNT = re.compile(r"\b" + _N + r"\s+(?:(?!" + _MONEY + r")\w+\s+)?" + _STOP + r"\b", re.I)
 _MUST = re.compile(
     r"\b(?:must|definitely|have to|has to|need(?:s)? to|required?|requirement|don'?t want to miss|include|"
@@ -297,7 +305,8 @@ _START_AFTER = re.compile(r"\W{0,3}(?:so )?(?:that'?s|that is|which is|it'?s) (?
 _END_AFTER = re.compile(r"\W{0,3}(?:\(?\s*(?:our |the )?new (?:accommodation|hotel|lodging|place)|"
                         r"for the (?:second )?night|that night|(?:is )?(?:our )?next (?:hotel|stop|place)|"
                         r"where we (?:sleep|stay|end))", re.I)
-_END_CUE = re.compile(r"\b(?:move to|moving to|moving over to|switch(?:ing)? to|transfer(?:ring)? to|relocat\w* to|"
+_END_CUE = re.compile(r"\b(?:move to|moving to|moving over to|switch(?:ing)? to|transfer(?:s|ring)? to|relocat\w* to|"
+                     r"end @|finish @|arriv(?:e|ing) (?:to|at)|"
                      r"night at|sleep(?:ing)? at|end up at|spend(?:ing)? the night at|stay(?:ing)? the night at|"
                      r"new (?:hotel|place|lodging)(?: is)?:?|next (?:hotel|place|stay)(?: is)?:?|then|"
                      r"finish(?:ing)?(?: of the day)?(?: must be| will be| is)? (?:at|in)|"
@@ -338,11 +347,13 @@ _TAG_WORDS = {
     "adults-only": ("adults-only", "adults only", "adult only", "adult-only", "18+", "over-18", "over 18", "21+",
                     "grown-ups only", "grown-up only", "grown-up", "grownup", "kids not allowed", "no kids allowed",
                     "adult venues", "adult places", "adult", "adults", "children not allowed", "not for kids",
+                    "eighteen plus", "18 plus", "over eighteen", "over-eighteen",
                     "not for children", "kid-free", "child-free", "childfree", "over eighteens", "18 and over",
                     "age-restricted", "age restricted", "no minors", "minors", "don't allow kids",
                     "doesn't allow kids", "don't allow children", "kids can't", "children can't", "kids aren't",
                     "children aren't", "not kid", "not child", "not family"),
     "late-night": ("late-night", "late night", "open late", "after midnight"),
+    "free": ("free entry", "free admission", "free of charge", "no entrance fee", "no entry fee"),  # not "free Monday"
     "kid-friendly": ("kid-friendly", "kid friendly", "child-friendly", "family-friendly", "good for kids"),
     "outdoor": ("outdoor", "outdoors", "outside", "open-air", "open air"),
     "indoor": ("indoor", "indoors", "inside"),
@@ -364,14 +375,17 @@ def _avoided(text: str, tags: Iterable[str]) -> list[str]:
         cues = [m.start() for m in _AVOID.finditer(low)]
         if not cues:
             continue
+        wants = [m.start() for m in _WANT.finditer(low)]
         for tag in tags:
             forms = _TAG_WORDS.get(tag, (tag, tag.replace("-", " ")))
             for form in sorted(forms, key=len, reverse=True):
-                m = re.search(r"(?<![\w])" + re.escape(form.lower()) + r"(?![\w])", low)
+                m = re.search(r"(?<![\w-])" + re.escape(form.lower()) + r"(?![\w])", low)  # not "step-free"
                 if m is None:
                     continue
                 free = low[m.end():m.end() + 5] == "-free"
-                if (free or any(c < m.start() for c in cues)) and tag not in out:
+                cue = max((c for c in cues if c < m.start()), default=-1)
+                liked = any(cue < w < m.start() for w in wants)  # "no later than 11pm, would be nice: romantic"
+                if (free or (cue >= 0 and not liked)) and tag not in out:
                     out.append(tag)
                 break
     return out

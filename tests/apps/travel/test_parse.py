@@ -96,6 +96,16 @@ def test_text_constraints_read_start_end_budget_level_and_avoidances() -> None:
     ("something fun once the sun goes down, Wed works", {"day": "wed"}),  # "sun" is not Sunday, "Wed" is
     ("No 18+ places. We need at least 2 stops, but no more than 4.", {"min_stops": 2, "max_stops": 4}),
     ("Preference, not a requirement: places open late.", {"avoid_tags": None}),
+    # the 2026-12-06 round (written for this test, after the dev2 packs' failures)
+    ("pls min 2 max 4 places!! 🙏", {"min_stops": 2, "max_stops": 4}),  # "2 max" is not "at most 2"
+    ("Visits required: 3 (no more, no fewer).", {"min_stops": 3, "max_stops": 3}),
+    ("it's Friday and she won't be ready before 10:30, we must finish by 4pm", {"start_min": 630, "end_min": 960}),
+    ("cant go before 9am on Sunday; done by 13:00 latest", {"start_min": 540, "end_min": 780}),
+    ("skip crowded spots 🚫 walking is fine", {"mode": "walk", "avoid_tags": ["crowded"]}),  # the emoji ends "skip"
+    ("back no later than 8pm um on foot the whole way", {"mode": "walk"}),  # "no later" rules out nothing
+    ("nothing above $$ um bonus if there's late night jazz", {"avoid_tags": None}),  # liked after the avoid cue
+    ("the hotel is step-free, and we'd rather avoid the busy ones", {"avoid_tags": ["crowded"]}),  # not "free"
+    ("we are free Saturday, no eighteen plus places please", {"avoid_tags": ["adults-only"], "day": "sat"}),
 ])
 def test_text_constraints_read_outside_wordings(text: str, expected: dict[str, Any]) -> None:
     got = text_constraints(text, POIS)

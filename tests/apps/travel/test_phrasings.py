@@ -75,3 +75,13 @@ def test_world_writes_held_out_requests(tmp_path: Path) -> None:
     assert all(t.meta["family"].startswith("heldout-") and t.meta["reference_itinerary"] for t in held)
     train = (tmp_path / TASKS_FILE).read_text()
     assert not any(t.messages[0].content in train for t in held)
+
+
+def test_every_shipped_pack_loads_and_families_are_unique_across_sets() -> None:
+    from apps.travel.phrasings import dev2_packs, dev_packs, heldout_packs
+
+    sets = {"dev": dev_packs(), "dev2": dev2_packs(), "heldout": heldout_packs()}
+    assert all(len(packs) == 5 for packs in sets.values())
+    families = [p.family for packs in sets.values() for p in packs]
+    assert len(set(families)) == len(families)
+    assert all(p.family.startswith(f"{name}-") for name, packs in sets.items() for p in packs)
