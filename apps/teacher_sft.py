@@ -17,7 +17,6 @@ names it as its ``sft``:
 
 from __future__ import annotations
 
-import dataclasses
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -26,8 +25,8 @@ from typing import Any
 from harness.agent import Final, TurnContext
 from harness.budget import Budget
 from harness.catalog import Item
-from harness.env import AppEnv, Episode
-from harness.protocol import ToolCall, ToolResult, assistant_message, render_call
+from harness.env import AppEnv
+from harness.protocol import ToolCall, ToolResult, assistant_message
 from harness.session import SessionState
 from harness.tasks import Task
 from infra.layout import TASKS_FILE
@@ -40,13 +39,13 @@ TEACHER_PREFIX = "teacher_"
 """Kind prefix of the examples: ``teacher_<task kind>``."""
 
 
-def fallback_call_teacher(as_call: Callable[[Final], ToolCall], episode: Episode, model: Any) -> str:
-    """The app's fallback as the cascade's teacher (``AppEnv.teacher``): its answer to the episode's request,
-    written as the model writes the app's final call (``as_call``, e.g. ``respond``), the same answer
-    :class:`FallbackSft` trains on. Bind ``as_call`` with ``functools.partial``."""
-    final = episode.env.spec.fallback(dataclasses.replace(episode.context(), model=None), "teacher")
-    call = as_call(final)
-    return render_call(call.name, call.arguments)
+def turn_context(env: AppEnv, task: Task) -> tuple[list[dict[str, Any]], TurnContext]:
+    """The task's user messages and the context of its first turn as served (the request a frontend sends, no
+    model, an unhurried budget): what a teacher answers in."""
+    user = [{"role": m.role, "content": m.content} for m in task.messages if m.role != "system"]
+    session = SessionState(app=env.spec.name, constraints=dict(env.request_fn(task)), messages=list(user))
+    return user, TurnContext(app=env.spec, session=session, constraints=session.constraints, budget=Budget(60_000.0),
+                             model=None)
 
 
 class FallbackSft:
@@ -83,10 +82,7 @@ class FallbackSft:
         tools = self.tools()
         out = []
         for task in tasks:
-            user = [{"role": m.role, "content": m.content} for m in task.messages if m.role != "system"]
-            session = SessionState(app=env.spec.name, constraints=dict(env.request_fn(task)), messages=list(user))
-            ctx = TurnContext(app=env.spec, session=session, constraints=session.constraints,
-                              budget=Budget(60_000.0), model=None)
+            user, ctx = turn_context(env, task)
             final = env.spec.fallback(ctx, "teacher")
             if not final.reply or not env.reward_fn(task, final).success:
                 continue
@@ -137,12 +133,9 @@ class AnswerKeySft(FallbackSft):
     def examples(self, env: AppEnv, tasks: list[Task]) -> list[ChatExample]:
         out = []
         for task in tasks:
-            user = [{"role": m.role, "content": m.content} for m in task.messages if m.role != "system"]
-            name, args = self.plan(env, task)
-            call = ToolCall(name=name, arguments=args, id="call_1")
-            session = SessionState(app=env.spec.name, constraints=dict(env.request_fn(task)), messages=list(user))
-            ctx = TurnContext(app=env.spec, session=session, constraints=session.constraints,
-                              budget=Budget(60_000.0), model=None)
+            user, ctx = turn_context(env, task)
+            name, arguments = self.plan(env, task)
+            call = ToolCall(name=name, arguments=arguments, id="call_1")
             result = env.spec.tools.execute(call, ctx)
             if not (result.ok and isinstance(result.content, Final) and env.reward_fn(task, result.content).success):
                 continue

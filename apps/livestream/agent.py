@@ -62,6 +62,9 @@ as the fact sheet writes them.
 "lv-000012.price".
 If the fact sheet does not say, answer that you are not sure. If the question is not about the products, say you \
 are not sure and can only help with the products on this stream."""
+"""The prompt of the tool protocol (schemas listed; the model calls product_facts, then respond with its answer):
+what a model trained to use the tools itself is served with, ``dataclasses.replace(spec,
+system_prompt=SYSTEM_PROMPT, prompt_tools=True)``. The app serves the compact protocol's prompt below."""
 
 ANSWER_PROMPT = (
     "You answer livestream viewers from the products' fact sheets. Answer with one call: answer (item: \"this\" "

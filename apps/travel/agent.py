@@ -69,6 +69,9 @@ place's opening hours on a day.
 and the end place last when the request names them, each with arrive_min and depart_min in minutes after \
 midnight (or "HH:MM"). Leave at least the route_time between stops, arrive after opening, leave before \
 closing and stay at least half the typical visit. If respond returns violations, fix them and call it again."""
+"""The prompt of the tool protocol (schemas listed; the model searches and checks places, then responds):
+what a model trained to use the tools itself is served with, ``dataclasses.replace(spec,
+system_prompt=SYSTEM_PROMPT, prompt_tools=True)``. The app serves the compact protocol's prompt below."""
 
 PLAN_PROMPT = (
     "You plan day trips in a city. Answer with one call: plan (day: mon to sun; start, end: \"HH:MM\"; hotel: where "
