@@ -120,7 +120,12 @@ _PERSON_BEFORE = re.compile(
 )
 # Cues strong enough that the name needs no punctuation after it: "tell Mercy the booking is sorted".
 _PERSON_OBJECT = re.compile(r"(?i:\b(?:tell|ask|thank|thanks|meet|remind|text|message|email|call|let|help|congratulate|contact|"
-                            r"dear|me(?: and| &| \+)|me,)\s*$)")
+                            r"dear|me(?: and| &| \+)|me,|"
+                            # somebody's company: "travelling with Maria", "sharing the room with James"
+                            # (not "going / coming with": a shopper's choice, "going with Apple", "comes with Alexa")
+                            r"(?:travel+ing|travel+ed|staying|stayed|sharing|shared|living|flying|together|along|"
+                            r"out|trip|holiday|vacation|dinner|lunch|date|room|tent) with)"
+                            r"\s*$)")
 _PERSON_BEFORE_NARROW = re.compile(r"(?i:(?:^|[\"“‘'(]|[.!?]\s+)\s*(?:to|from|for)\s*$)")
 # After a name: it speaks, acts or is somebody's ("Grant said", "Mercedes here", "Ahmad will be there").
 _PERSON_AFTER = re.compile(
