@@ -43,7 +43,7 @@ from apps.travel.checker import (
     pois_from_items,
     travel_time_minutes,
 )
-from apps.travel.parse import text_constraints
+from apps.travel.parse import clock_minutes, text_constraints
 from harness.agent import AppSpec, Final, TurnContext
 from harness.bm25 import BM25, top_k
 from harness.catalog import Catalog
@@ -228,7 +228,18 @@ class PlanArgs(BaseModel):
     budget: float | None = Field(None, ge=0, description="Cap on the visits' summed price.")
     mode: Mode | None = Field(None, description="walk, transit or taxi.")
 
-    _clock = field_validator("start", "end", mode="before")(lambda v: parse_clock(v))
+    _clock = field_validator("start", "end", mode="before")(lambda v: _plan_clock(v))
+
+
+def _plan_clock(value: Any) -> Any:
+    """A plan call's time: "09:30", "9:30am", "6 pm", "18h" or minutes after midnight -> minutes; anything else
+    passes through (``plan`` names it)."""
+    if isinstance(value, str):
+        m = re.fullmatch(r"\s*(\d{1,2})(?:[:.h](\d{2}))?\s*(am|pm|a\.m\.|p\.m\.|h)?\s*", value, re.I)
+        if m is not None and (m.group(2) is not None or m.group(3) is not None):
+            minutes = clock_minutes(m.group(1), m.group(2), None if (m.group(3) or "").lower() == "h" else m.group(3))
+            return value if minutes is None else minutes
+    return parse_clock(value)
 
 
 class RespondArgs(BaseModel):

@@ -34,6 +34,11 @@ _MODES = (("walk", re.compile(r"\b(?:walk(?:s|ing)?|on foot|by foot|foot|feet|pe
 _LODGING = ("lodging",)
 
 
+def clock_minutes(hour: str, minute: str | None, half: str | None) -> int | None:
+    """Minutes after midnight of a clock time's parts ("6", "30", "pm" -> 1110); None when they are no time."""
+    return _minutes(hour, minute, half)
+
+
 def _minutes(hour: str, minute: str | None, half: str | None) -> int | None:
     h, m = int(hour), int(minute or 0)
     half = (half or "").lower().replace(".", "")

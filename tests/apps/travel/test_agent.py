@@ -201,6 +201,15 @@ def test_plan_takes_what_the_words_state_the_call_fills_the_rest_and_a_form_wins
     assert out.content.data["itinerary"]["mode"] == "transit"  # a form's field wins over both
 
 
+@pytest.mark.parametrize(("start", "end"), [("9am", "5pm"), ("9:00 a.m.", "17h"), ("09.00", "17:00"), (540, 1020)])
+def test_plan_reads_times_as_people_write_them(app: AppSpec, start: Any, end: Any) -> None:
+    out = app.tools.execute(ToolCall(name="plan", arguments={**PLAN_ARGS, "start": start, "end": end}),
+                            _text_ctx(app, "museum day"))
+    assert out.ok, out.error
+    stops = out.content.data["itinerary"]["stops"]
+    assert stops[0]["depart_min"] >= 540 and stops[-1]["arrive_min"] <= 1020
+
+
 def test_plan_without_a_day_asks_for_it(app: AppSpec) -> None:
     out = app.tools.execute(ToolCall(name="plan", arguments={"must": ["museum"]}), _text_ctx(app, "museums!"))
     assert out.ok and out.content.actions == [{"type": "ask_user"}] and "Which day" in out.content.reply
