@@ -527,6 +527,12 @@ def _print_cascade(report: dict[str, Any], out: Path) -> None:
                  f"{'*' if c['excludes_zero'] else ''})" for m in ("success", "reward") if (c := on.get(m))]
         out_console.print(f"RL's own {on['tasks']} tasks, SFT-2 -> final ({on['samples']} samples each at temperature "
                           f"{on['temperature']:g}): " + ", ".join(parts), highlight=False)
+    gate = report.get("model_apps")
+    if gate:
+        cells = ", ".join(f"{a} {c['b']:.3f} vs {c['a']:.3f} ({c['delta']:+.3f} [{c['lo']:+.3f}, {c['hi']:+.3f}])"
+                          for a, c in gate["evidence"].items())
+        out_console.print(f"final vs each app's fallback (success): {cells}; sidekick serve lets the model answer "
+                          f"{', '.join(gate['model_apps']) or 'no app'} (model_apps.json)", highlight=False)
     beats = report["final_beats_seed"]
     out_console.print(f"final vs seed_sft: success {'better' if beats['success'] else 'NOT better'}, "
                       f"recall@10 {'better' if beats['recall@10'] else 'NOT better'}  ->  {out / 'final'}"
@@ -612,7 +618,9 @@ def serve(
                                        "--api-key; an RL config names this server in `lenders`).")] = False,
     model_app: Annotated[list[str] | None, typer.Option("--model-app", help="An app whose turns the model answers "
                                                         "(repeat for several); the other apps answer from their "
-                                                        "fallback (default: the config's model_apps, every app).")]
+                                                        "fallback. 'all': every app. Default: the config's "
+                                                        "model_apps, else the apps the agent's model_apps.json "
+                                                        "names (where it beat the fallback), else every app.")]
     = None,
 ) -> None:
     """Serve the REST API (shopping, livestream, travel, OpenAI-compatible chat); OpenAPI docs at /docs."""
@@ -636,7 +644,9 @@ def serve(
         cfg.lending = cfg.lending.model_copy(update={"enabled": True})
     update = {k: v for k, v in {"dtype": dtype, "backend": engine}.items() if v is not None}
     cfg.engine = cfg.engine.model_copy(update=update)
-    if model_app:
+    if model_app == ["all"]:
+        cfg.model_apps, cfg.follow_measurement = None, False
+    elif model_app:
         cfg.model_apps = list(model_app)
     try:
         server = build_server(agent, world or [], cfg)
@@ -645,6 +655,11 @@ def serve(
     base = f"http://{host}:{port}"
     console.print(f"serving {', '.join(server.apps)} on {base}  (docs: {base}/docs, metrics: {base}/metrics)",
                   highlight=False)
+    fallback_only = [a for a in server.apps if server.model is not None and server.apps[a].loop.model is None]
+    if fallback_only:
+        console.print(f"the model answers {', '.join(a for a in server.apps if a not in fallback_only) or 'no app'}; "
+                      f"{', '.join(fallback_only)} answer from their fallback (--model-app all: the model answers "
+                      "every app)", highlight=False)
     uvicorn.run(create_app(server), host=host, port=port, log_level="warning")
 
 

@@ -120,16 +120,18 @@ def kit_sid(env: AppEnv, agent: Any) -> SidResources | None:
 
 
 def mixture_evaluator(make_envs: Callable[[], dict[str, AppEnv]], cfg: EvalConfig) -> Evaluator:
-    """An :data:`~training.cascade.Evaluator` over every app: ``sidekick eval``'s replay (greedy by default), its
-    report written to the given directory; returns the overall metrics and ``<app>/success``, ``<app>/reward``."""
+    """An :data:`~training.cascade.Evaluator` over every app: ``sidekick eval``'s replay (greedy by default; no agent:
+    the apps' fallbacks), its report written to the given directory; returns the overall metrics and
+    ``<app>/success``, ``<app>/reward``."""
     from apps.evaluate import load_eval_model
     from eval.run import run_evaluation
 
-    def evaluate(agent_dir: Path, tasks: Sequence[Task], out: Path) -> dict[str, float]:
+    def evaluate(agent_dir: Path | None, tasks: Sequence[Task], out: Path) -> dict[str, float]:
         envs = make_envs()
         with ExitStack() as stack:
-            model = load_eval_model(Path(agent_dir), envs, cfg, stack)
-            report = run_evaluation(tasks, envs, model, cfg, Path(out), meta={"agent": str(agent_dir)})
+            model = load_eval_model(Path(agent_dir), envs, cfg, stack) if agent_dir is not None else None
+            who = str(agent_dir) if agent_dir is not None else "none (the fallbacks)"
+            report = run_evaluation(tasks, envs, model, cfg, Path(out), meta={"agent": who})
         metrics = {k: float(report["overall"].get(k) or 0.0) for k in REPORTED}
         for app, summary in report["by_app"].items():
             metrics |= {f"{app}/{k}": float(summary.get(k) or 0.0) for k in PER_APP}

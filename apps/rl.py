@@ -40,11 +40,12 @@ def harness_evaluator(kit: AppKit, world: Path, cfg: EvalConfig | None = None) -
 
     eval_cfg = cfg or EvalConfig()
 
-    def evaluate(agent_dir: Path, tasks: Sequence[Task], out: Path) -> dict[str, float]:
+    def evaluate(agent_dir: Path | None, tasks: Sequence[Task], out: Path) -> dict[str, float]:
         envs = {kit.name: kit.env(Path(world))}
         with ExitStack() as stack:
-            model = load_eval_model(Path(agent_dir), envs, eval_cfg, stack)
-            report = run_evaluation(tasks, envs, model, eval_cfg, Path(out), meta={"agent": str(agent_dir)})
+            model = load_eval_model(Path(agent_dir), envs, eval_cfg, stack) if agent_dir is not None else None
+            who = str(agent_dir) if agent_dir is not None else "none (the fallbacks)"
+            report = run_evaluation(tasks, envs, model, eval_cfg, Path(out), meta={"agent": who})
         overall = report["overall"]
         return {k: float(overall.get(k) or 0.0) for k in REPORTED}
 

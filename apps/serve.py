@@ -29,7 +29,7 @@ from harness.env import AppEnv
 from infra.layout import CATALOG_FILE
 from serving.model import load_model, reload_weights
 from serving.server import AgentServer, ModelAppsError, ServeConfig
-from training.mixture import MixtureError, read_apps
+from training.mixture import MODEL_APPS_FILE, MixtureError, read_apps
 from training.rl.lending import JoinSpec
 from training.rl.workers import EnvWorker
 
@@ -98,6 +98,13 @@ def build_server(agent_dir: Path | None, worlds: Sequence[Path], config: ServeCo
     envs = load_apps(worlds)
     set_threads(config)
     model = _load_model(Path(agent_dir), envs, config) if agent_dir is not None else None
+    if model is not None and agent_dir is not None and config.model_apps is None and config.follow_measurement:
+        measured = measured_model_apps(Path(agent_dir))
+        if measured is not None:
+            config = config.model_copy(update={"model_apps": [a for a in measured if a in envs]})
+            log.info("%s/%s: the model answers %s; %s answer from their fallback", agent_dir, MODEL_APPS_FILE,
+                     ", ".join(config.model_apps or []) or "no app",
+                     ", ".join(a for a in envs if a not in (config.model_apps or [])) or "no app")
     try:
         server = AgentServer({name: env.spec for name, env in envs.items()}, model, config)
     except ModelAppsError as e:
@@ -111,6 +118,22 @@ def build_server(agent_dir: Path | None, worlds: Sequence[Path], config: ServeCo
     gc.collect()
     gc.freeze()  # the catalogs, model and indexes are long-lived: a full collection never walks them again
     return server
+
+
+def measured_model_apps(agent_dir: Path) -> list[str] | None:
+    """The apps the agent directory's ``model_apps.json`` says the model beat the fallback on (a several-app cascade's
+    report writes it), or None when it has none; a file that does not parse is a :class:`ServeSetupError`."""
+    path = agent_dir / MODEL_APPS_FILE
+    if not path.is_file():
+        return None
+    try:
+        apps = json.loads(path.read_text())["model_apps"]
+        if not isinstance(apps, list) or not all(isinstance(a, str) for a in apps):
+            raise TypeError("model_apps is not a list of app names")
+    except (json.JSONDecodeError, KeyError, TypeError) as e:
+        raise ServeSetupError(f"{path}: not a model_apps record ({{\"model_apps\": [app, ...]}}): {e}; remove it "
+                              "or pass --model-app") from e
+    return [str(a) for a in apps]
 
 
 def lending_slot(spec: JoinSpec) -> EnvWorker:

@@ -71,7 +71,11 @@ class ServeConfig(BaseModel):
     api_key: str | None = Field(None, description="Key for admin routes (header X-API-Key); None = admin off.")
     model_apps: list[str] | None = Field(None, description="The apps whose turns the model answers; every other "
                                          "served app answers from its fallback only (degraded: no_model), e.g. "
-                                         "an app the agent was measured to lose on. None = every app.")
+                                         "an app the agent was measured to lose on. None = the apps the agent "
+                                         "directory's model_apps.json names (a several-app cascade writes it: where "
+                                         "the agent beat the fallback on held-out tasks), else every app.")
+    follow_measurement: bool = Field(True, description="With model_apps None: follow the agent directory's "
+                                     "model_apps.json. False = the model answers every app.")
     lending: LendingConfig = Field(default_factory=LendingConfig, description="Idle capacity lent to RL rollout "
                                    "(serving/lending.py); the admin routes /admin/lending turn it on and off.")
 

@@ -45,7 +45,7 @@ from harness.tasks import Task
 from infra.manifest import write_manifest
 from infra.memory import release_memory, rss_bytes
 from infra.recordio import format_validation_error
-from training.mixture import interleave, mix_by_weight
+from training.mixture import MODEL_APPS_FILE, interleave, mix_by_weight
 from training.rl.controller import RLConfig, train_rl
 from training.rl.pool import EnvWorkerPool
 from training.rl.rollout import EpisodeJob, RolloutSettings
@@ -58,8 +58,10 @@ from training.sft_data import TrajectorySpec
 log = logging.getLogger(__name__)
 Stage = Literal["seed_sft", "probe", "select", "sft2", "rl", "report"]
 STAGES: tuple[Stage, ...] = ("seed_sft", "probe", "select", "sft2", "rl", "report")
-Evaluator = Callable[[Path, Sequence[Task], Path], dict[str, float]]
-"""``evaluator(agent_dir, tasks, out_dir) -> metrics`` (at least ``success``, ``recall@10``, ``reward``)."""
+Evaluator = Callable[[Path | None, Sequence[Task], Path], dict[str, float]]
+"""``evaluator(agent_dir, tasks, out_dir) -> metrics`` (at least ``success``, ``recall@10``, ``reward``); an
+``agent_dir`` of None replays the apps' fallbacks (no model), as a server without the agent would answer."""
+
 Progress = Callable[[str, int, int | None], None]
 """``progress(what, advance, total)``: a stage reports work done (total None = unknown)."""
 
@@ -523,13 +525,38 @@ class Cascade:
         for name, agent in (("seed_sft", self._agent("seed_sft")), ("sft2", self._agent("sft2")), ("final", final)):
             rows[name] = self.evaluator(agent, tasks, out / name)
             self.progress("report", 1, 3)
+        gate = None
+        if self.cfg.apps:  # several apps: where does the agent beat the server without it?
+            self.evaluator(None, tasks, out / "fallback")
+            gate = model_apps_gate(out / "fallback", out / "final", self.cfg.seed)
+            (final / MODEL_APPS_FILE).write_text(json.dumps(gate, indent=1))
         report = {"heldout": [str(p) for p in self.cfg.heldout_paths], "tasks": len(tasks), "agents": rows,
+                  **({"model_apps": gate} if gate is not None else {}),
                   "final_beats_seed": {k: rows["final"].get(k, 0.0) > rows["seed_sft"].get(k, 0.0)
                                        for k in ("success", "recall@10")},
                   "paired": stage_deltas(out, self.cfg.seed), "rl_reward": self._rl_reward(),
                   "rl_set": self._on_rl_tasks(final)}
         (out / "report.json").write_text(json.dumps(report, indent=1))
         self._manifest("report", self.cfg.report.model_dump(), {"tasks": len(tasks)}, [final])
+
+
+def model_apps_gate(fallback_dir: Path, final_dir: Path, seed: int = 0, n_boot: int = 2000) -> dict[str, Any]:
+    """Per app, the final agent's success against the fallback's on the same held-out tasks (the runs'
+    ``per_task.jsonl``; paired bootstrap 95 % interval of the mean difference): the model serves the apps where it
+    does better (difference > 0). A tie goes to the fallback: it answers at no model cost, in milliseconds."""
+    from eval.paired import paired_compare, read_per_task
+
+    fallback, final = read_per_task(fallback_dir) or [], read_per_task(final_dir) or []
+    evidence: dict[str, Any] = {}
+    for app in sorted({r.get("app", "") for r in final} - {""}):
+        mine = [r for r in final if r.get("app") == app]
+        theirs = [r for r in fallback if r.get("app") == app]
+        cell = paired_compare(theirs, mine, ("success",), n_boot=n_boot, seed=seed)["groups"].get("all", {})
+        if "success" in cell:
+            evidence[app] = cell["success"]
+    return {"model_apps": [app for app, c in evidence.items() if c["delta"] > 0], "evidence": evidence,
+            "rule": "success on the report's held-out tasks: a = the app's fallback (no model), b = the final agent; "
+                    "the model serves an app where b - a > 0"}
 
 
 STAGE_PAIRS = (("sft2", "seed_sft"), ("final", "sft2"), ("final", "seed_sft"))

@@ -31,6 +31,10 @@ from training.sft_data import SftData, SftDataError, TrajectorySpec
 T = TypeVar("T")
 APPS_FILE = "apps.json"
 """The agent directory's record of the apps it was trained for: ``{"apps": {name: world directory}}``."""
+MODEL_APPS_FILE = "model_apps.json"
+"""In a several-app cascade's final agent: the apps whose held-out tasks the agent answered better than the app's
+fallback (``{"model_apps": [...], "evidence": {app: {a, b, delta, lo, hi, n}}, "rule": ...}``); ``sidekick serve``
+lets the model answer those apps and the fallbacks the rest, unless told otherwise."""
 
 
 class MixtureError(ValueError):

@@ -318,3 +318,29 @@ def test_page_and_offline_docs_are_served(live_server: ServerFactory) -> None:
         for asset in ("swagger-ui-bundle.js", "swagger-ui.css", "redoc.standalone.js"):
             assert client.get(f"/docs-assets/{asset}").status_code == 200, asset
         assert "/" not in client.get("/openapi.json").json()["paths"]  # the page is not part of the API
+
+
+def test_the_agents_measured_model_apps_choose_where_the_model_answers(tiny_agent: Path, worlds: dict[str, Path],
+                                                                      tmp_path: Path) -> None:
+    """An agent directory's model_apps.json (a several-app cascade's report writes it) is the default model_apps;
+    the config's model_apps or follow_measurement=False (--model-app all) win over it; a bad file is named."""
+    import shutil
+
+    from apps.serve import ServeSetupError, build_server
+    from serving.server import ServeConfig
+
+    agent = tmp_path / "agent"
+    shutil.copytree(tiny_agent, agent)
+    served = [worlds["shopping"], worlds["livestream"]]
+
+    def answering(config: ServeConfig) -> set[str]:
+        server = build_server(agent, served, config)
+        return {a for a, s in server.apps.items() if s.loop.model is not None}
+
+    (agent / "model_apps.json").write_text(json.dumps({"model_apps": ["shopping", "travel"], "evidence": {}}))
+    assert answering(ServeConfig()) == {"shopping"}  # travel is not served here
+    assert answering(ServeConfig(model_apps=["livestream"])) == {"livestream"}
+    assert answering(ServeConfig(follow_measurement=False)) == {"shopping", "livestream"}
+    (agent / "model_apps.json").write_text('{"apps": ["shopping"]}')
+    with pytest.raises(ServeSetupError, match=r"model_apps.json: not a model_apps record"):
+        build_server(agent, served, ServeConfig())

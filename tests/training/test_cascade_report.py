@@ -34,6 +34,26 @@ def test_stage_deltas_pair_each_later_agent_with_an_earlier_one(tmp_path: Path) 
     assert stage_deltas(tmp_path / "missing") == {}
 
 
+def _write_apps(d: Path, success: dict[str, list[float]]) -> None:
+    d.mkdir(parents=True)
+    rows = [{"task_id": f"{app}-{i}", "app": app, "kind": "k", "values": {"agent": {"success": s}}}
+            for app, values in success.items() for i, s in enumerate(values)]
+    (d / "per_task.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def test_the_model_serves_only_the_apps_where_it_beat_the_fallback(tmp_path: Path) -> None:
+    from training.cascade import model_apps_gate
+
+    _write_apps(tmp_path / "fallback", {"shopping": [0, 0, 1, 0], "livestream": [1, 1, 1, 0], "travel": [1, 0]})
+    _write_apps(tmp_path / "final", {"shopping": [1, 1, 1, 0], "livestream": [0, 1, 0, 0], "travel": [1, 0]})
+    gate = model_apps_gate(tmp_path / "fallback", tmp_path / "final", n_boot=200)
+    assert gate["model_apps"] == ["shopping"]  # livestream worse, travel a tie: the fallback answers both
+    ev = gate["evidence"]
+    assert (ev["shopping"]["a"], ev["shopping"]["b"], ev["shopping"]["delta"]) == (0.25, 0.75, 0.5)
+    assert (ev["livestream"]["delta"], ev["travel"]["delta"], ev["travel"]["n"]) == (-0.5, 0.0, 2)
+    assert model_apps_gate(tmp_path / "nothing", tmp_path / "final")["model_apps"] == []
+
+
 def test_per_task_rates_pair_rl_tasks_before_and_after() -> None:
     """RL's own tasks: per task the pass share and mean reward of its episodes, then paired SFT-2 vs final."""
     from eval.paired import paired_compare
