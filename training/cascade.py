@@ -300,6 +300,8 @@ class Cascade:
         if not path.is_file():
             return False
         manifest = json.loads(path.read_text())
+        if stage == "report" and self.cfg.apps and not (self.cfg.out / "final" / MODEL_APPS_FILE).is_file():
+            return False  # a report from before it chose where the model serves: run it again
         return bool(manifest.get("after") == self._upstream(stage)
                     and manifest.get("settings") == _digest(self._settings(stage)))
 

@@ -273,3 +273,25 @@ def test_each_app_passes_at_its_own_mark(tmp_path: Path) -> None:
     assert cascade._passes(traj("travel-0", 0.7)) and not cascade._passes(traj("shopping-0", 0.7))
     assert cascade._passes(traj("shopping-0", 1.0)) and not cascade._passes(traj("travel-0", 0.7, success=False))
     assert not cascade._passes(traj("travel-0", 0.45))
+
+
+def test_a_several_app_report_without_its_model_apps_record_runs_again(tmp_path: Path) -> None:
+    """The report stage of several apps writes final/model_apps.json (where the model serves); a report that
+    finished without it (written before the record existed) is not done, so a rerun of the cascade redoes it."""
+    import json as _json
+
+    from harness.tasks import Task
+    from training.cascade import Cascade, _digest
+
+    cfg = CascadeConfig.model_validate(_mixture(tmp_path))
+    tasks = [Task(task_id="shopping-0", app="shopping", kind="k", messages=[{"role": "user", "content": "x"}])]
+    cascade = Cascade(cfg, tasks, tasks, lambda: None, None, lambda a, t, o: {},  # type: ignore[arg-type,return-value]
+                      sft=FakeSource("s", 1))
+    report = cfg.stage_dir("report")
+    report.mkdir(parents=True)
+    (report / "manifest.json").write_text(_json.dumps({"after": cascade._upstream("report"),
+                                                       "settings": _digest(cascade._settings("report"))}))
+    assert not cascade.done("report")
+    (cfg.out / "final").mkdir(parents=True)
+    (cfg.out / "final" / "model_apps.json").write_text('{"model_apps": []}')
+    assert cascade.done("report")
