@@ -300,8 +300,6 @@ class Cascade:
         if not path.is_file():
             return False
         manifest = json.loads(path.read_text())
-        if stage == "report" and self.cfg.apps and not (self.cfg.out / "final" / MODEL_APPS_FILE).is_file():
-            return False  # a report from before it chose where the model serves: run it again
         return bool(manifest.get("after") == self._upstream(stage)
                     and manifest.get("settings") == _digest(self._settings(stage)))
 
@@ -316,7 +314,10 @@ class Cascade:
                 "probe": {"probe": c.probe.model_dump(), "rollout": c.rollout.model_dump()},
                 "select": c.select.model_dump(), "sft2": c.sft2.model_dump(),
                 "rl": c.rl.model_dump(mode="json"),
-                "report": {"report": c.report.model_dump(), "heldout": [str(p) for p in c.heldout_paths]}}
+                "report": {"report": c.report.model_dump(), "heldout": [str(p) for p in c.heldout_paths],
+                           # several apps: the report also chooses where the model serves (a report from before
+                           # it did is stale, so a rerun redoes it)
+                           **({"writes": MODEL_APPS_FILE} if c.apps else {})}}
         return table[stage]
 
     def _upstream(self, stage: Stage) -> str | None:

@@ -275,9 +275,9 @@ def test_each_app_passes_at_its_own_mark(tmp_path: Path) -> None:
     assert not cascade._passes(traj("travel-0", 0.45))
 
 
-def test_a_several_app_report_without_its_model_apps_record_runs_again(tmp_path: Path) -> None:
-    """The report stage of several apps writes final/model_apps.json (where the model serves); a report that
-    finished without it (written before the record existed) is not done, so a rerun of the cascade redoes it."""
+def test_a_several_app_report_from_before_its_model_apps_record_runs_again(tmp_path: Path) -> None:
+    """The report stage of several apps writes final/model_apps.json (where the model serves): a report whose
+    settings were recorded before it did (no ``writes`` key) is stale, so a rerun of the cascade redoes it."""
     import json as _json
 
     from harness.tasks import Task
@@ -287,11 +287,12 @@ def test_a_several_app_report_without_its_model_apps_record_runs_again(tmp_path:
     tasks = [Task(task_id="shopping-0", app="shopping", kind="k", messages=[{"role": "user", "content": "x"}])]
     cascade = Cascade(cfg, tasks, tasks, lambda: None, None, lambda a, t, o: {},  # type: ignore[arg-type,return-value]
                       sft=FakeSource("s", 1))
+    settings = cascade._settings("report")
+    assert settings["writes"] == "model_apps.json"
     report = cfg.stage_dir("report")
     report.mkdir(parents=True)
-    (report / "manifest.json").write_text(_json.dumps({"after": cascade._upstream("report"),
-                                                       "settings": _digest(cascade._settings("report"))}))
-    assert not cascade.done("report")
-    (cfg.out / "final").mkdir(parents=True)
-    (cfg.out / "final" / "model_apps.json").write_text('{"model_apps": []}')
-    assert cascade.done("report")
+    old = {k: v for k, v in settings.items() if k != "writes"}
+    for recorded, done in ((old, False), (settings, True)):
+        (report / "manifest.json").write_text(_json.dumps({"after": cascade._upstream("report"),
+                                                           "settings": _digest(recorded)}))
+        assert cascade.done("report") is done
