@@ -93,7 +93,9 @@ _CORE_PARTS = (
         rf"\b\d{{1,2}}-ch[oō]me(?:-\d{{1,4}}){{1,2}}\s+{_CAP}",
         rf"\b{_CAP}-(?:ro|gil|daero|dong)\s+\d{{1,4}}(?:-\d{{1,4}})?\b",
         # Thailand: 99/12 ซอยสุขุมวิท 31 แขวง… เขต… 10110
-        r"\b\d{1,5}(?:/\d{1,4})?\s*(?:หมู่\s*\d+\s*)?(?:ซอย|ซ\.|ถนน|ถ\.|หมู่บ้าน|ตำบล|ต\.|แขวง)[\u0e00-\u0e7f\d/ .]*?(?:\d{5}|(?=\s|$))",
+        r"\b\d{1,5}(?:/\d{1,4})?\s*(?:หมู่\s*\d+\s*)?(?:ซอย|ซ\.|ถนน|ถ\.|หมู่บ้าน|ตำบล|ต\.|แขวง)"
+        # on to its post code when one follows in the Thai words (addresses leave spaces between their pieces)
+        r"(?:[\u0e00-\u0e7f\d/ .]{0,100}?(?<![\d])\d{5}(?!\d)|[\u0e00-\u0e7f\d/.]*)",
         # a named road opening a message, without a number: "Ngong Road, Karen, Nairobi"
         rf"^\s*(?:{_CAP}\s+){{1,3}}(?:Road|Rd\.?|Street|St\.?|Avenue|Ave\.?|Lane|Drive|Highway|Marg)(?=\s*,)",
         # parcel lockers: Packstation 174 / Paczkomat WAW12A
@@ -328,6 +330,28 @@ def _after_cue(text: str) -> Iterator[tuple[int, int]]:
             yield _extend(text, start, end)
 
 
+_HANGUL = re.compile(r"[\uac00-\ud7af]")
+# A Korean address word: a province, city, district, town or road name by its ending, or a numbered building or unit
+_HANGUL_PLACE = re.compile(r"[\uac00-\ud7af]+(?:특별시|광역시|시|도|구|군|읍|면)|[\uac00-\ud7af]{2,}(?:로|길)|\d+(?:-\d+)?(?:동|호|층|번지)(?:으로|로|에|까지)?|\(\d{5}\)")
+
+
+def _hangul_trim(text: str, s: int, e: int) -> tuple[int, int] | None:
+    """A space-separated Hangul anchor cut to its address words: from the first province / city / district / road
+    word to the last word with a number or such an ending ("주문번호 20240517 배송지를 서울특별시 마포구 월드컵북로 396,
+    101동 1203호 로 바꿔주세요" -> "서울특별시 … 1203호"); None without a road or a numbered word."""
+    words = [(m.start() + s, m.end() + s, m.group()) for m in re.finditer(r"[^\s,，]+", text[s:e])]
+    first = next((k for k, w in enumerate(words) if _HANGUL_PLACE.fullmatch(w[2]) and not w[2][:1].isdigit()), None)
+    if first is None:
+        return None
+    last = max(k for k, w in enumerate(words) if k >= first and (
+        _HANGUL_PLACE.fullmatch(w[2]) or re.fullmatch(r"\d+(?:-\d+)?", w[2])))
+    kept = [w[2] for w in words[first:last + 1]]
+    if not any(any(c.isdigit() for c in w) for w in kept) or len(kept) < 2:
+        return None
+    particle = re.search(r"(?<=[동호층지])(?:으로|로|에|까지)$", words[last][2])  # "1503호로 보내주세요"
+    return words[first][0], words[last][1] - (len(particle.group()) if particle else 0)
+
+
 def find_addresses(text: str) -> Iterator[tuple[int, int]]:
     """Character spans of street addresses (cores extended over unit, post code, city, country)."""
     yield from _after_cue(text)
@@ -355,6 +379,11 @@ def find_addresses(text: str) -> Iterator[tuple[int, int]]:
                 len(set(_CJK_MARK.findall(raw))) < (2 if " " in raw.strip() else 1) or not re.search(r"\d", raw)):
             continue
         s, e = m.start(), m.end() - (len(raw) - len(raw.rstrip(" ,，")))
+        if _HANGUL.search(raw) and " " in raw.strip():
+            trimmed = _hangul_trim(text, s, e)
+            if trimmed is not None:
+                yield trimmed  # the pieces after it are not grown over: Korean particles and verbs follow
+            continue
         city = _CITY_BEFORE.search(text, max(0, s - _WINDOW), s)
         if city is not None and (re.match(r"[A-Z]{2,3}\s", raw) or re.fullmatch(r"[A-Z]{1,2}\d[A-Z\d]?\s\d[A-Z]{2}", raw)):
             s = city.start()  # "Vancouver, BC V5T 3J9", "Edinburgh EH6 8RG"

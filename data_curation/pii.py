@@ -40,7 +40,7 @@ from data_curation.names import NameFinder
 from data_curation.ner import DEFAULT_MODEL as DEFAULT_NER_MODEL
 from data_curation.ner import SpacyPersons
 
-PII_RULES_VERSION = 7
+PII_RULES_VERSION = 8
 """Bumped whenever a detector changes what it finds (curation stages that scrub then re-run)."""
 PII_TYPES: tuple[str, ...] = ("EMAIL", "IBAN", "CARD", "IP", "ORDER_ID", "NATIONAL_ID", "ADDRESS", "PHONE", "NAME")
 """Every type the scrubber knows, in overlap-priority order."""
@@ -597,8 +597,19 @@ def _addresses(text: str) -> Iterator[Detection]:
 # CABA", "(Québec) H3H 1G6"), or opens with a house number before a capitalised street ("27 Ngo Quyen") and has
 # three or more pieces. Only order or identifier spans may lie inside it (they become part of the address).
 _PIECE_SEP = re.compile(r"\s*[,،，]\s*")
+# Street, road, building and unit words of scripts other than Latin (and Vietnamese administrative words): a chain
+# holding one is an address without a post code ("١٥ شارع الثورة، مصر الجديدة، القاهرة", "تهران، خیابان ولیعصر،
+# کوچه نسترن، پلاک ۱۲، واحد ۳", "רחוב דיזנגוף 120, דירה 8, תל אביב"); a piece ending in one starts the chain there.
+# Words that are also common words elsewhere (Persian "واحد" unit, Arabic "one") count before a number only.
+_STREET_OTHER = re.compile(
+    r"(?<![^\W\d_])(?:[\d٠-٩۰-۹]{1,5}\s+)?(?:شارع|طريق|حي|مبنى|عمارة|شقة|ميدان|جادة|خیابان|خيابان|کوچه|كوچه|بلوار|"
+    r"میدان|بن‌بست|(?:پلاک|واحد|طبقه)(?=\s*[\d۰-۹٠-٩])|[לבהומש]{0,2}(?:רחוב|רח'|שדרות|שד'|דירה|קומה)|улица|ул\.|"
+    r"проспект|просп\.|"
+    r"переулок|пер\.|шоссе|вулиця|вул\.|οδός|οδ\.|λεωφόρος|λεωφ\.|मार्ग|गली|ซอย|ถนน|(?i:phường|quận|huyện|đường|"
+    r"xã|thị trấn))(?![^\W\d_])")
 _OTHER_SCRIPT = re.compile(r"[^\W\d_A-Za-zÀ-ɏḀ-ỿ]")  # a letter of a script other than Latin
 _PIECE_WORD = re.compile(r"[^\s,،，]+")
+_HANGUL_LETTER = re.compile(r"[\uac00-\ud7af]")
 _POSTCODE_END = re.compile(
     r"(?:^|\s)(?:\d{4,6}|\d{3} \d{2}|\d{4}-\d{3}|\d{2}-\d{3}|\d{5}-\d{3}|[A-Z]\d[A-Z] ?\d[A-Z]\d|[A-Z]\d{4}[A-Z]{3}|"
     r"[A-Z]{1,2}\d[A-Z\d]? ?\d[A-Z]{2}|[A-Z]\d{2} ?[A-Z0-9]{4}|\d{4} ?[A-Z]{2})(?:\s|$)")
@@ -609,8 +620,8 @@ _NOT_ADDRESS_WORDS = re.compile(rf"(?i)\b(?:{_ORDER_WORDS}|size|qty|quantity|ite
 
 def _piece_kind(piece: str) -> str | None:
     words = _PIECE_WORD.findall(piece)
-    if not words or len(words) > 6 or len(piece) > 50:
-        return None
+    if not words or len(words) > 6 or len(piece) > 50 or _HANGUL_LETTER.search(piece):
+        return None  # Korean addresses are found whole by their own rule; a chain would take the sentence around
     if _NOT_ADDRESS_WORDS.search(piece) or _ADDRESS_STOP.search(piece):
         return None  # "收件人 黄思远", "tel 555…": a person or a phone after the address
     lower = [w for w in words if w[0].islower() and w.isascii() and w.isalpha()]
@@ -682,7 +693,12 @@ def _address_tail(text: str, start: int, end: int) -> int | None:
                 or w.casefold() in _PARTICLE_WORDS or _OTHER_SCRIPT.match(w)):
             break
         k -= 1
-    if k == len(words) or not any(any(c.isdigit() for c in m.group()) for m in words[k:]):
+    if k == len(words):
+        return None
+    street = _STREET_OTHER.search(text, words[k].start(), end)
+    if street is not None:
+        return street.start()  # "عايز أغير عنوان التوصيل لـ ١٥ شارع الثورة": from the house number or street word
+    if not any(any(c.isdigit() for c in m.group()) for m in words[k:]):
         return None
     return words[k].start()
 
@@ -713,6 +729,9 @@ def _chain_span(text: str, pieces: list[tuple[int, int]], kinds: list[str | None
     cue = max(text.rfind(":", start, pieces[0][1]), text.rfind("：", start, pieces[0][1]))
     if cue >= 0:  # "Anschrift: Berliner Straße 5, …": the address starts after its cue
         start = cue + 1
+    street = _STREET_OTHER.search(text, start, pieces[0][1])
+    if street is not None:
+        start = street.start()  # "الرجاء الشحن إلى ٤٢ شارع التحرير، …": the words before the street are no address
     first = text[start:pieces[0][1]]
     house = re.search(r"#?\d{1,5}[A-Za-z]?(?:[/-]\d{1,4}[A-Za-z]?)?\s+[A-ZÀ-ÞĐ]", first)
     lead = house or re.search(r"[#(]?\d|(?<![^\W\d_])[A-ZÀ-ÞĐ]|(?<![^\W\d_])" + _OTHER_SCRIPT.pattern, first)
@@ -727,7 +746,8 @@ def _chain_span(text: str, pieces: list[tuple[int, int]], kinds: list[str | None
     postcode = kinds[-1] == "number" and _POSTCODE_END.search(last) is not None and (
         re.search(r"[A-ZÀ-ÞĐ][^\W\d_]", last) is not None or _OTHER_SCRIPT.search(last) is not None)
     street_first = len(pieces) >= 3 and house is not None and house.start() == lead.start()
-    if joins or postcode or street_first:
+    street_other = _STREET_OTHER.search(text, start, end) is not None
+    if joins or postcode or street_first or street_other:
         return start, end
     return None
 

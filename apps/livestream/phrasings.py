@@ -78,6 +78,7 @@ HERE = Path(__file__).parent / "phrasings"
 TRAIN_DIR = HERE / "train"
 HELDOUT_DIR = HERE / "heldout"
 DEV_DIR = HERE / "dev"
+DEV2_DIR = HERE / "dev2"
 VALUE_KEYS = tuple(sorted(VALUE_Q))
 BOOL_KEYS = tuple(sorted(BOOL_Q))
 MEMBER_KEYS = tuple(sorted(MEMBER_Q))
@@ -244,6 +245,13 @@ def dev_packs() -> tuple[PhrasingPack, ...]:
 
 
 @cache
+def dev2_packs() -> tuple[PhrasingPack, ...]:
+    """Every pack in ``apps/livestream/phrasings/dev2/``: a third outside author's families (2026-12-06), the
+    second development set (never trained on; scored once before the reader was improved against it)."""
+    return tuple(load_packs([DEV2_DIR] if DEV2_DIR.is_dir() else []))
+
+
+@cache
 def heldout_packs() -> tuple[PhrasingPack, ...]:
     """Every pack in ``apps/livestream/phrasings/heldout/`` (none of them is ever trained on)."""
     return tuple(load_packs([HELDOUT_DIR] if HELDOUT_DIR.is_dir() else []))
@@ -257,7 +265,8 @@ def template_key(template: str) -> str:
 
 
 def main() -> None:
-    for name, packs in (("train", train_packs()), ("dev", dev_packs()), ("heldout", heldout_packs())):
+    for name, packs in (("train", train_packs()), ("dev", dev_packs()), ("dev2", dev2_packs()),
+                        ("heldout", heldout_packs())):
         for p in packs:
             n = sum(1 for _ in p.templates())
             refs = sum(len(v) for v in p.refs.values())
@@ -267,7 +276,8 @@ def main() -> None:
     print(f"held-out templates also in a training family: {len(shared)}")
     for family, t in shared[:20]:
         print(f"  {family}: {t!r}")
-    shared_dev = [p.family for p in dev_packs() for _, _, t in p.templates() if template_key(t) in train]
+    shared_dev = [p.family for p in (*dev_packs(), *dev2_packs()) for _, _, t in p.templates()
+                  if template_key(t) in train]
     print(f"dev templates also in a training family: {len(shared_dev)}")
 
 

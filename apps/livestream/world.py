@@ -38,7 +38,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from apps.livestream.phrasings import PhrasingPack, dev_packs, heldout_packs, train_packs
+from apps.livestream.phrasings import PhrasingPack, dev2_packs, dev_packs, heldout_packs, train_packs
 
 # The vocabulary lives in apps.livestream.vocab; the `noqa: F401` names are re-exported for
 # apps.livestream.agent, which imports them from here.
@@ -102,7 +102,9 @@ HELDOUT_DIR = "heldout"
 DEV_DIR = "dev"
 """``<world>/dev/tasks.jsonl``: questions worded by the development families (never trained on; the reader was
 improved against them)."""
-_SETS = {"train": ("questions", "q"), "dev": ("dev", "d"), "heldout": ("heldout", "h")}
+DEV2_DIR = "dev2"
+"""``<world>/dev2/tasks.jsonl``: questions worded by the second development families (a third outside author)."""
+_SETS = {"train": ("questions", "q"), "dev": ("dev", "d"), "dev2": ("dev2", "e"), "heldout": ("heldout", "h")}
 TASK_KINDS = ("question", "comparison", "unanswerable", "off_topic")
 SPECIAL_FACTS = ("price", "stock")
 """Fact names that refer to ``Item`` fields rather than to ``Item.attributes``."""
@@ -759,11 +761,11 @@ def _ask_questions(
     pairs: list[tuple[int, int]], weights: list[float], which: str = "train",
 ) -> list[_Asked]:
     """All viewer questions in time order, with task ids ``ls-q-000001``… worded by the training families,
-    or the development (``which="dev"``, ``ls-d-…``) or held-out (``"heldout"``, ``ls-h-…``) questions worded by
-    those families only."""
+    or the development (``which="dev"``, ``ls-d-…``; ``"dev2"``, ``ls-e-…``) or held-out (``"heldout"``,
+    ``ls-h-…``) questions worded by those families only."""
     name, prefix = _SETS[which]
     rng = random.Random(f"livestream:{config.seed}:{name}")
-    packs = {"train": train_packs, "dev": dev_packs, "heldout": heldout_packs}[which]()
+    packs = {"train": train_packs, "dev": dev_packs, "dev2": dev2_packs, "heldout": heldout_packs}[which]()
     if not packs:
         return []
     kinds = _kinds(rng, config, config.questions if which == "train" else config.heldout_questions)
@@ -895,10 +897,12 @@ def generate_livestream_world(
     tasks = [_to_task(a) for a in asked]
     heldout = [_to_task(a) for a in _ask_questions(config, streams, products, pairs, weights, "heldout")]
     dev = [_to_task(a) for a in _ask_questions(config, streams, products, pairs, weights, "dev")]
-    for task in (*heldout, *dev):
+    dev2 = [_to_task(a) for a in _ask_questions(config, streams, products, pairs, weights, "dev2")]
+    for task in (*heldout, *dev, *dev2):
         task.meta.pop("session_id", None)  # held-out and dev viewers' chats are not in the logs
     sessions = _build_sessions(config, streams, pairs, asked)
-    for stale, records in ((HELDOUT_DIR, heldout), (DEV_DIR, dev)):  # a rerun without those packs leaves no old file
+    # a rerun without those packs leaves no old file
+    for stale, records in ((HELDOUT_DIR, heldout), (DEV_DIR, dev), (DEV2_DIR, dev2)):
         if not records:
             (out / stale / TASKS_FILE).unlink(missing_ok=True)
     counts: dict[str, Any] = {
@@ -907,6 +911,7 @@ def generate_livestream_world(
         "tasks": _write(out / TASKS_FILE, Task, tasks, progress),
         "heldout_tasks": _write(out / HELDOUT_DIR / TASKS_FILE, Task, heldout, progress) if heldout else 0,
         "dev_tasks": _write(out / DEV_DIR / TASKS_FILE, Task, dev, progress) if dev else 0,
+        "dev2_tasks": _write(out / DEV2_DIR / TASKS_FILE, Task, dev2, progress) if dev2 else 0,
         "sessions": _write(out / LOGS_FILE, Session, sessions, progress),
         "tasks_by_kind": {kind: sum(t.kind == kind for t in tasks) for kind in TASK_KINDS},
     }

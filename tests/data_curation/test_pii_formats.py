@@ -287,3 +287,23 @@ COMPANY = [
 @pytest.mark.parametrize(("text", "expected"), COMPANY)
 def test_a_popular_first_name_in_somebodys_company(scrubber: Scrubber, text: str, expected: str) -> None:
     assert scrubber.scrub(text)[0] == expected
+
+
+# Addresses in scripts other than Latin, without a post code: told by a street, road, building or unit word of
+# their script (Korean: by the endings of province, district and road names), from that word on.
+OTHER_SCRIPTS = [
+    ("배송지: 대구광역시 수성구 달구벌대로 2450, 305동 901호 으로 부탁드려요", "배송지: <ADDRESS> 으로 부탁드려요"),
+    ("경기도 성남시 분당구 판교역로 166 으로 보내주세요", "<ADDRESS> 으로 보내주세요"),
+    ("운동화 260 사이즈 있나요? 3일 안에 와요?", "운동화 260 사이즈 있나요? 3일 안에 와요?"),
+    ("ممكن التوصيل إلى حي النرجس، طريق الملك سلمان، مبنى 77 بكرة", "ممكن التوصيل إلى <ADDRESS>"),
+    ("الرجاء الشحن إلى ٤٢ شارع التحرير، الدقي، الجيزة", "الرجاء الشحن إلى <ADDRESS>"),
+    ("عندكم واحد، 2 قطع من اللون الأسود؟", "عندكم واحد، 2 قطع من اللون الأسود؟"),  # "واحد" is "one" here
+    ("יש לכם במידה 42? תשלחו לרחוב הרצל 15, דירה 3, חיפה", "יש לכם במידה 42? תשלחו <ADDRESS>"),
+    ("המחיר 120, משלוח 3 ימים?", "המחיר 120, משלוח 3 ימים?"),
+    ("ส่งที่ 55/7 ซอยอารีย์ 2 แขวงสามเสนใน เขตพญาไท กรุงเทพฯ 10400", "ส่งที่ <ADDRESS>"),
+]
+
+
+@pytest.mark.parametrize(("text", "expected"), OTHER_SCRIPTS, ids=[t[:24] for t, _ in OTHER_SCRIPTS])
+def test_addresses_of_other_scripts_by_their_street_words(scrubber: Scrubber, text: str, expected: str) -> None:
+    assert scrubber.scrub(text)[0] == expected
