@@ -67,20 +67,23 @@ _NEVER_ON_SHEET: _Rule = ((), {
     "en": r"restock|back in stock|recycl|gift|what year|came out|release[ds]? |in stores?\b|\bshops?\b|"
           r"fair ?trade|free sample|samples?\b|(?:have you|did you) sold|sold today|how many (?:have )?sold|"
           r"black friday|cyber monday|next .{0,12}sale|go(?:ing)? (?:on sale|cheaper)|bundle|design(?:ed|er)|packag|"
-          r"\bwrap|warehouse|when .{0,20}(?:back|again)\b",
+          r"\bwrap|warehouse|when .{0,20}(?:back|again)\b|(?:be|get) (?:any )?cheaper|in the \w+ sales?\b|"
+          r"when .{0,25}(?:getting|get|have) (?:more|new|some more)\b|more coming",
     "es": r"repon|reposicion|vuelve[n]? a (?:haber|estar|tener)|cuando vuelve|regalo|envolver|reciclab|tiendas?\b|"
           r"muestras? (?:gratis|de regalo)|\bmuestritas?\b|"
           r"disen|empaque|paquete|embalaje|black friday|cuantos? (?:han )?vendid|comercio justo|mas barato (?:en|el)|"
           r"proxim[oa]s? (?:oferta|rebaja|descuento|venta)",
-    "de": r"nachschub|wieder (?:da|verfugbar|auf lager|lieferbar)|geschenk|verpack|recycel|im laden|geschaft|"
+    "de": r"nachschub|wieder (?:da|verfugbar|auf lager|lieferbar|rein)|geschenk|verpack|recycel|im laden|geschaft|"
           r"proben?\b|designer|entworfen|bundle|black friday|\bverkauft|fair ?trade|billiger (?:am|im|zum)|"
           r"nachste[nrs]? (?:sale|angebot|rabatt|aktion)",
     "fr": r"reassort|de retour|cadeau|emball|recycl|magasin|boutique|echantillon|concu|designer|black friday|"
-          r"vendus?\b|commerce equitable|moins cher (?:au|le|pour)|prochaine?s? (?:promo|solde)|revien|de nouveau",
+          r"vendus?\b|commerce equitable|moins cher (?:au (?!final|total|bout)|le |pour )|prochaine?s? (?:promo|solde)|"
+          r"revien(?!t a\b|nent a\b)|de nouveau",
 })
 _OFF_TOPIC: dict[str, str] = {
     "en": r"\byour (?:favou?rite|cat|dog|name|zodiac|age|camera|lunch|sister|mom|setup)|\bfavou?rite\b|"
-          r"\bhow old are you|\bwhere are (?:you|u)\b|\bweather\b|\braining\b|what time is it|\bsong\b|\bmusic\b",
+          r"\bhow old are you|\bwhere are (?:you|u)\b|\bweather\b|\braining\b|what time is it|\bsong\b|\bmusic\b|"
+          r"what time .{0,40}(?:finish|end|start)|\b(?:programme|stream|show|live) (?:finish|end|start)",
     "es": r"\beres\b|\bfavorit[oa]|\btu (?:gato|perro|nombre|signo|edad|camara)|\bcuantos anos tienes|\bde donde eres|"
           r"\bclima\b|\bllov|que hora es|donde estas|cancion|\bmusica\b",
     "de": r"\bbist du\b|\blieblings|\bdein(?:e|en)? (?:katze|hund|name|sternzeichen|kamera)|\bwie alt bist du|"
@@ -94,7 +97,8 @@ _CUES: tuple[_Rule, ...] = (
     _NEVER_ON_SHEET,
     (("discount_percent",), {
         "en": r"discount|how much off|% off|percent(?:age)? off|percentage|more off|sale on\b|how big is the sale|"
-              r"markdown|\bsav(?:e|ing)s? (?:on|with)\b|how much (?:do|would|will|can) (?:i|you|we) save|reduced",
+              r"markdown|\bsav(?:e|ing)s? (?:on|with)\b|how much (?:do|would|will|can) (?:i|you|we) save|reduced|"
+              r"knock(?:ed)? off|money off|off the (?:price|rrp)",
         "es": r"descuento|rebaja|cuanto (?:me )?ahorr|% menos",
         "de": r"rabatt|reduziert|ersparnis|prozent|wie viel (?:spare|sparst)|% weniger",
         "fr": r"remise|reduction|\breduc|rabais|pourcentage|combien (?:j'economise|on economise)|% de moins"}),
@@ -118,7 +122,7 @@ _CUES: tuple[_Rule, ...] = (
     (("volume_ml",), {
         "en": r"\bml\b|bottle|how much product|more product|how big|bigger|\bvolume",
         "es": r"\bml\b|mililitr|botella|frasco|cuanto producto|mas grande|que tan grande|cuanto trae",
-        "de": r"\bml\b|milliliter|flasche|wie gross|grosser|inhalt|wie viel (?:ist )?drin",
+        "de": r"\bml\b|milliliter|flasche|wie gross|grosser|inhalt(?!sstoff)|wie viel (?:ist )?drin",
         "fr": r"\bml\b|millilitr|flacon|bouteille|plus grand|(?:combien|plus) de produit|quelle contenance"}),
     (("stock",), {
         "en": r"stock(?! up)|\bleft\b|sold out|sell(?:ing)? out|remaining|\bqty\b|quantity|units|any more\b|"
@@ -127,7 +131,7 @@ _CUES: tuple[_Rule, ...] = (
         "es": r"stock|(?<!como )\bquedan?\b(?! (?:grande|chic|pequen|ajustad|holgad|bien|mal))|agot|"
               r"existencias|"
               r"unidades|todavia hay|aun hay|cuantos hay|cuantas hay|hay mas|"
-              r"sigue(?:n)? (?:habiendo|disponible)|todavia (?:tienes|tienen|hay)|"
+              r"sigue(?:n)? (?:habiendo|disponible)|todavia (?:tienes|tienen|hay|teneis)|(?:teneis|tienes) todavia|"
               r"puedo (?:pillar|comprar|conseguir|agarrar)",
         "de": r"lager|vorrat|ausverkauft|noch (?:da|welche|zu haben|erhaltlich)|wie viele (?:gibt|sind|habt)|"
               r"restbestand|noch verfugbar|\bubrig|noch (?:abgreifen|kaufen|bestellen|haben|ergattern)|"
@@ -150,16 +154,17 @@ _CUES: tuple[_Rule, ...] = (
               r"when (?:would|will|could|can) i (?:get|have)",
         "es": r"envio|envia|enviar|mandan|llega|entrega|tarda|demora|cuantos dias|mas rapido|\d+ dias",
         "de": r"versand|versend|liefer|ankommen|\bkommt\b.{0,30}\ban\b|dauert|wie schnell|schneller|zustell|"
-              r"verschick|wann (?:ist|kommt|hab|war)|\d+ tage|bei mir|bestell|nach hause|braucht .{0,40}(?:bis|zu mir)",
+              r"verschick|wann (?:ist|kommt|hab|war)|\d+ tage|wie viele tage|bei mir|bestell|nach hause|"
+              r"braucht .{0,40}(?:bis|zu mir)",
         "fr": r"livraison|livr|expedi|envoi|\barrive|recevoir|recoit|delai|combien de jours|plus vite|"
               r"plus rapide|\d+ jours|l'avoir (?:en|avant|d'ici) \d|recoi[st]"}),
     (("price",), {
         "en": r"price|\bcost|cheap|wallet|affordable|\bdeal\b|on sale|\$|damage|set me back|going for|\bpay\b|"
-              r"\bbucks\b|expensive|"
+              r"\bbucks\b|\bquid\b|\bfiver\b|\btenner\b|expensive|"
               r"pricey|\bworth\b|\bcharg(?:e|ing) (?:for|me)|how much (?:is|are|for|r|it|we|u|you)\b|"
               r"(?:asking|selling it|listed|go(?:ing)?) (?:for|at)\b",
         "es": r"precio|cuesta|economic|\bvale\b|\bsale\b|barat|\bcaro\b|\bcara\b|oferta|pagar|\bplata\b|\blana\b|pesos|"
-              r"cuanto es|cuanto esta|a cuanto",
+              r"cuanto es|cuanto esta|a cuanto|(?:pedis|pides|piden) por",
         "de": r"preis|kostet|kosten|teuer|billig|gunstig|angebot|zahlen|\beuro|\bkohle\b|hinblatter|blechen|"
               r"was (?:willst|verlangst|nimmst) du|was (?:wollt|verlangt|nehmt) ihr",
         "fr": r"\bprix\b|coute|\bcher\b|\bchere\b|tarif|\bballes\b|payer|\bpromo|vends combien"}),
@@ -200,7 +205,7 @@ _CUES: tuple[_Rule, ...] = (
         "en": r"fragrance|unscented|perfume|scent-?free", "es": r"fragancia|perfume",
         "de": r"duftfrei|parfum|ohne duft|duftstoff", "fr": r"parfum|sans odeur"}),
     (("hypoallergenic", "suitable_for"), {
-        "en": r"hypoallergenic|sensitive skin", "es": r"hipoalergenic|piel sensible",
+        "en": r"hypo ?allergenic|sensitive skin", "es": r"hipo ?alergenic|piel sensible",
         "de": r"hypoallergen|empfindliche haut", "fr": r"hypoallergenique|peau sensible"}),
     (("batteries_required",), {"en": r"batteries|battery (?:needed|required|included)", "es": r"\bpilas\b",
                                "de": r"batterien", "fr": r"\bpiles\b"}),
@@ -221,8 +226,8 @@ _CUES: tuple[_Rule, ...] = (
               r"\bsnug\b|\bloose\b|\btight\b|\bbaggy\b|\broomy\b|\bfitted\b|sizing",
         "es": r"horma|queda (?:grande|chic|pequen|ajustad)|calce|talla (?:grande|pequena|normal|real)|\bcorte\b|"
               r"oversize|holgad|ajustad|como (?:me |te |le )?queda",
-        "de": r"passform|fallt (?:gross|klein|normal)|grossenecht",
-        "fr": r"\bcoupe\b|taille (?:grand|petit|normalement)|ajust"}),
+        "de": r"passform|fallt (?:gross|klein|normal)|fallt .{0,40}\baus\b|eher (?:klein|gross)|grossenecht",
+        "fr": r"\bcoupe\b|taille (?:grand|petit|normalement|comment)|grand ou petit|petit ou grand|ajust"}),
     (("bed_size", "sizes"), {"en": r"bed size|what size is", "es": r"tamano de (?:la )?cama|para que cama",
                              "de": r"bettgrosse|fur welches bett", "fr": r"taille de lit|pour quel lit"}),
     (("sizes", "bed_size", "volume_ml"), {"en": r"\bsizes?\b", "es": r"\btallas?\b|tamano|\bnumero\b",
@@ -238,7 +243,7 @@ _CUES: tuple[_Rule, ...] = (
         "es": r"funciona con|compatible|sirve con",
         "de": r"kompatibel|funktioniert (?:das |es )?mit|geht (?:das |es )?mit|womit",
         "fr": r"fonctionne avec|compatible|marche avec"}),
-    (("pieces",), {"en": r"pieces|\bpcs\b|\bpc\b", "es": r"piezas", "de": r"teile\b|teilig|\bstuck\b",
+    (("pieces",), {"en": r"pieces|\bpcs\b|\bpc\b", "es": r"piezas", "de": r"teile\b|vielen teilen|teilig|\bstuck\b",
                    "fr": r"pieces|morceaux"}),
     (("flavour",), {"en": r"flavou?r|taste", "es": r"sabor|\bsabe\b", "de": r"geschmack|schmeckt",
                     "fr": r"\bgout|saveur"}),
@@ -316,7 +321,9 @@ _PRODUCT_NOUNS = (r"(?:one|item|product|thing|piece|pick|deal|option|uno|una|pro
 _NUMBERED = re.compile(r"(?:#|\bno\.? ?|\bnr\.? ?|\bn[o°º]\.? ?|\bnumber ?|\bnumero ?|\bnummer ?|\bitem ?|"
                        r"\bproduct ?|\bproducto ?|\bprodukt ?|\bproduit ?|\barticulo ?|\bartikel ?|\barticle ?)"
                        r"(\d{1,2})\b"
-                       r"|\b(\d{1,2}) ?(?:st|nd|rd|th|o|a|º|ª|e|er|eme|ieme|\.)(?= |$|\?|!|,)")
+                       r"|\b(\d{1,2}) ?(?:st|nd|rd|th|o|a|º|ª|e|er|eme|ieme|\.)(?= |$|\?|!|,)"
+                       # "el 3", "das 2": an article and a bare number closing a phrase ("¿tenéis todavía el 3?")
+                       r"|\b(?:el|la|le|das|the) (\d{1,2})(?= ?[?!.,]|$| (?:o|ou|oder|or|y|et|und|and|vs)\b)")
 _PREVIOUS: dict[str, str] = {
     "en": r"\b(?:the|that) (?:last|previous|earlier|prior) (?:one|thing|item|product|piece|pick)\b|"
           r"\bbefore (?:this|that|it|the current)\b|\ba (?:moment|minute|min|sec|second|bit|little while) ago\b|"
@@ -324,9 +331,11 @@ _PREVIOUS: dict[str, str] = {
           r"\bprevious(?:ly)?\b|\bone before\b|\bjust (?:showed|had|did)\b|"
           r"\bshowed (?:us )?(?:before|earlier|a sec ago|just now)\b|\b(?:right|just) before\b",
     "es": r"\banterior\b|\bde antes\b|\bhace un rat(?:o|ito)\b|\bjusto antes\b|\b(?:el|la|lo) ultim[oa]\b|"
-          r"\blo que (?:mostraste|ensenaste) antes\b|\bantes de (?:este|esto|esta)\b|\bque pasaste antes\b",
+          r"\blo que (?:mostraste|ensenaste) antes\b|\bantes de (?:este|esto|esta)\b|\bque pasaste antes\b|"
+          r"\bhace (?:un )?(?:momento|momentito|segundo|minuto|nada)\b|"
+          r"\b(?:el|la|lo) que (?:tenias|tenia|ensenabas|mostrabas|llevabas)\b",
     "de": r"\bdavor\b|\bvorher\b|\bvor(?:her)?ige[nrms]?\b|\bvon eben\b|\beben gezeigt|\bvorhin\b|"
-          r"\bgerade eben\b|\bletzte[nrms]?\b",
+          r"\b(?:gerade|grad|grade) eben\b|\bletzte[nrms]?\b",
     "fr": r"\bprecedent(?:e)?\b|\bd'avant\b|\bjuste avant\b|\btout a l'heure\b|\bdernier\b|\bderniere\b",
 }
 _THIS_REF: dict[str, str] = {
@@ -345,8 +354,9 @@ _COMPARE: dict[str, str] = {
     "de": r"\boder\b|\bvs\.?\b|\bals\b|\bverglichen\b|\bwelche[srnm]?\b|\bbesser\b",
     "fr": r"\bou\b|\bvs\.?\b|\b(?:plus|moins) \w+ que\b|\bpar rapport\b|\blequel\b|\blaquelle\b|\bmieux\b",
 }
-_OF = (r"(?:(?:made|sold|brought to you) by|made from|from|by|of|de chez|hech[oa] por|de la marca|marca|de|del|de la|"
-       r"chez|von|vom|der|bei|du|d'|de la marque|marque)")
+_OF = (r"(?:(?:made|sold|brought to you) by(?: the)?|made from|from the|by the|from|by|of|de chez|hech[oa] por|"
+       r"de la marca|marca|de|del|de la|chez|von der (?:marke|firma)|vom hersteller|der marke|von|vom|der|bei|du|d'|"
+       r"de la marque|marque)")
 """Words between a product's noun and its brand: "the earbuds from Voltix", "los earbuds de Voltix"."""
 SORRY = "Sorry, I'm not sure — the fact sheet doesn't say."
 OFF_TOPIC_REPLY = "Sorry, I'm not sure — I can only help with the products on this stream."
@@ -450,6 +460,12 @@ def _with_swaps(rest: str) -> str:
     return "\n".join(out)
 
 
+def _umlauts(text: str) -> str:
+    """``text`` with German umlauts typed as two letters read as folded ones ("guenstiger" -> "gunstiger",
+    "zurueckschicken" -> "zuruckschicken"): tried only when nothing else matched, so "blue" stays "blue" first."""
+    return re.sub(r"(?<=[a-z])([aou])e(?=[a-z])", r"\1", text)
+
+
 def _leaf(item: Item) -> str:
     return item.category_path[-1].lower()
 
@@ -491,9 +507,9 @@ def _on_screen_index(stream: Stream, ts: float) -> int | None:
     return shown[-1] if shown else None
 
 
-_GAP = r"(?:[\s-]+(?!(?:or|o|ou|oder|vs|and|y|und|et)\b)[\w'&-]+){0,3}?[\s-]+"
+_GAP = r"(?:,?[\s-]+(?!(?:or|o|ou|oder|vs|and|y|und|et)\b)[\w'&-]+){0,3}?,?[\s-]+"
 """A few words between a product's brand and its noun, but not a word that joins two products ("or", "und")."""
-_TAIL = r"(?:-(?:teil|ding|sache|thing|stuff))?(?:\s+(?:makes|sells|macht|hace))?"
+_TAIL = r"(?:-(?:teil|ding|sache|thing|stuff))?(?:\s+(?:makes|sells|macht|hace|company|brand|label))?"
 
 
 @functools.lru_cache(maxsize=4096)
@@ -622,8 +638,9 @@ class Reader:
         pool = sorted({*_PROBE_POOLS.get(key, ()), *values}, key=len, reverse=True)
         for word in pool:
             if word.isalpha() and word.isupper() and len(word) <= 3 and not re.fullmatch(r"X+[SL]", word):
-                if re.search(rf"(?<![\w]){word}(?![\w])", original):
-                    return word
+                if re.search(rf"(?<![\w]){word}(?![\w])", original) or re.search(
+                        rf"\b(?:size|talla|taille|grosse|gr\.?)\s+{word.lower()}(?![\w])", rest):
+                    return word  # "M", or "size m" in a message typed in lower case
             elif find_word(fold(word), rest):
                 return word
         return None
@@ -636,7 +653,7 @@ class Reader:
         swaps = _with_swaps(text)
         if self._cues and not self._cues[0][0] and self._cues[0][1].search(swaps):
             return ()
-        for candidate in (text, swaps):
+        for candidate in (text, swaps, _umlauts(text)):
             keys = next((keys for keys, pattern in self._cues if pattern.search(candidate)), None)
             if keys is not None:
                 return keys
@@ -662,6 +679,8 @@ class Reader:
         has = set(item.attributes) | {"price", "stock"}
         clauses = [c for c in re.split(r"[,;:.!]\s+|\s+-\s+", rest.strip()) if c.strip()]
         keys = self._rule_keys(clauses[-1]) if len(clauses) > 1 else None  # the question after a preamble
+        if keys and not any(k in has for k in keys):
+            keys = self._rule_keys(rest) or keys  # "mon fils a 5 ans, … c'est adapté ?": the preamble says what
         if keys is None:
             keys = self._rule_keys(rest)
         if keys is not None:
@@ -670,12 +689,17 @@ class Reader:
             value = item.attributes.get(key)
             if isinstance(value, list) and self._probe(rest, original, key, value):
                 return key
-        if self._how_much is not None and self._how_much.search(rest):
+        if self._asks_how_much(rest):
             return "price"
         return None
 
+    def _asks_how_much(self, rest: str) -> bool:
+        """A bare "how much" / "cuánto" / "combien", typed right or with a typo ("cmobien", "cunato")."""
+        return self._how_much is not None and (
+            self._how_much.search(rest) is not None or self._how_much.search(self._corrected(rest)) is not None)
+
     def asks_anything(self, rest: str) -> bool:
-        return self._rule_keys(rest) is not None or bool(self._how_much and self._how_much.search(rest))
+        return self._rule_keys(rest) is not None or self._asks_how_much(rest)
 
     def read(self, question: str, ctx: TurnContext) -> Reading:
         """Products and fact of ``question`` in the request's context (stream, time, item)."""

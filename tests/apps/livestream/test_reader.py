@@ -12,9 +12,17 @@ from typing import Any
 
 import pytest
 
-from apps.livestream.phrasings import PhrasingError, dev_packs, heldout_packs, load_pack, template_key, train_packs
+from apps.livestream.phrasings import (
+    PhrasingError,
+    dev2_packs,
+    dev_packs,
+    heldout_packs,
+    load_pack,
+    template_key,
+    train_packs,
+)
 from apps.livestream.reader import Reader, fold, unslang
-from apps.livestream.world import DEV_DIR, HELDOUT_DIR, LivestreamWorldConfig, generate_livestream_world
+from apps.livestream.world import DEV2_DIR, DEV_DIR, HELDOUT_DIR, LivestreamWorldConfig, generate_livestream_world
 from harness.agent import AppSpec, TurnContext
 from harness.budget import Budget
 from harness.session import SessionState
@@ -67,6 +75,31 @@ def _answer(app: AppSpec, question: str, ts: int, reader: Reader | None = None) 
      [f"{HEADPHONES}.battery_hours", f"{EARBUDS}.battery_hours"], "Sonaro headphones last longer"),
 ])
 def test_reader_answers_in_many_wordings(app: AppSpec, question: str, ts: int, cited: list[str], says: str) -> None:
+    reply, facts = _answer(app, question, ts)
+    assert facts == cited, (question, reply)
+    assert says in reply, (question, reply)
+
+
+# Wordings of the second development set's kinds, written for this test: British money words, the brand as a
+# company, German umlauts typed as ae/oe/ue, typos of "how much" itself, an article and a bare number, a lower-case
+# letter size, a preamble that says what the question is about, "hace un momento".
+@pytest.mark.parametrize("question, ts, cited, says", [
+    ("which is less quid, this or the Voltix earbuds?", 400, [f"{HEADPHONES}.price", f"{EARBUDS}.price"],
+     "Voltix earbuds are cheaper"),
+    ("how much is knocked off the Sonaro headphones?", 150, [f"{HEADPHONES}.discount_percent"], "10%"),
+    ("are the headphones from the Sonaro company waterproof?", 700, [f"{HEADPHONES}.waterproof"], "Yes"),
+    ("sind die headphones von der marke Sonaro wasserdicht?", 700, [f"{HEADPHONES}.waterproof"], "Yes"),
+    ("was ist guenstiger, das hier oder das erste?", 400, [f"{HEADPHONES}.price", f"{EARBUDS}.price"],
+     "Voltix earbuds are cheaper"),
+    ("ça fait cmobien ?", 400, [f"{HEADPHONES}.price", f"{HEADPHONES}.discount_percent"], "$89.99"),
+    ("y el 2, cuánto tarda el envío?", 150, [f"{HEADPHONES}.shipping_days"], "5 days"),
+    ("do the voltix earbuds come in size m", 150, [], "not sure"),  # no sizes on the sheet: not "M" for a colour
+    ("ma fille a 3 ans, le serum de GlowLab c'est vegan ?", 150, [f"{SERUM}.vegan"], "Yes"),
+    ("el que tenías hace un momento, es impermeable?", 400, [f"{EARBUDS}.waterproof"], "No"),
+    ("what time does the stream finish tonight?", 400, [], "only help with the products"),
+    ("will the serum be any cheaper in the summer sales?", 400, [], "not sure"),
+])
+def test_reader_reads_second_dev_set_kinds(app: AppSpec, question: str, ts: int, cited: list[str], says: str) -> None:
     reply, facts = _answer(app, question, ts)
     assert facts == cited, (question, reply)
     assert says in reply, (question, reply)
@@ -128,8 +161,10 @@ def test_pack_json_errors_name_the_line(tmp_path: Path) -> None:
 
 
 def test_shipped_packs_load_and_held_out_wordings_are_not_trained_on() -> None:
-    train, held, dev = train_packs(), heldout_packs(), dev_packs()
-    assert {p.lang for p in train} >= {"en", "es", "de", "fr"} and {p.lang for p in dev} >= {"en", "es", "de", "fr"}
+    train, held, dev = train_packs(), heldout_packs(), (*dev_packs(), *dev2_packs())
+    langs = {"en", "es", "de", "fr"}
+    assert {p.lang for p in train} >= langs and {p.lang for p in dev_packs()} >= langs
+    assert {p.lang for p in dev2_packs()} >= langs
     trained = {template_key(t) for p in train for _, _, t in p.templates()}
     assert not [t for p in (*held, *dev) for _, _, t in p.templates() if template_key(t) in trained]
     assert len({p.family for p in (*train, *held, *dev)}) == len(train) + len(held) + len(dev)
@@ -146,6 +181,9 @@ def test_world_writes_held_out_questions_worded_only_by_held_out_families(tmp_pa
     assert len({t.meta["family"] for t in train}) >= 5
     logged = (tmp_path / "logs.jsonl").read_text()
     assert not any(t.messages[0].content in logged for t in dev)  # dev questions are not in the logs
+    dev2 = read(tmp_path / DEV2_DIR / TASKS_FILE)
+    assert counts["dev2_tasks"] == 120 and {t.meta["family"] for t in dev2} <= {p.family for p in dev2_packs()}
+    assert all(t.task_id.startswith("ls-e-") for t in dev2) and not any(t.messages[0].content in logged for t in dev2)
     held = read(tmp_path / HELDOUT_DIR / TASKS_FILE)
     assert counts["heldout_tasks"] == 120 and {t.meta["family"] for t in held} <= held_families
     assert {t.task_id for t in train}.isdisjoint({t.task_id for t in held})
