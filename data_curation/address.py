@@ -38,6 +38,8 @@ _PREFIX_TYPES = (
     "utca|út|odos|leoforos|sokak|cadde|caddesi|mahallesi|soi|thanon|đường|duong|phố|pho|"
     "ул\\.|улица|пр\\.|просп\\.|проспект|пер\\.|переулок|вул\\.|вулиця|бул\\.|οδός|οδος|λεωφόρος|λεωφ\\."
 )
+STREET_TYPES = _PREFIX_TYPES
+"""Street-type words written before the street's name ("Rua", "Calle", "rue", "ul."), as one regex alternation."""
 _SUFFIX_WORDS = (
     "street|st\\.?|avenue|ave\\.?|road|rd\\.?|boulevard|blvd\\.?|lane|ln\\.?|drive|dr\\.?|court|ct\\.?|way|place|pl\\.?|"
     "terrace|crescent|close|grove|gardens|mews|row|walk|hill|parade|square|sq\\.?|circle|cir\\.?|parkway|pkwy|"

@@ -120,12 +120,24 @@ _PERSON_BEFORE = re.compile(
 )
 # Cues strong enough that the name needs no punctuation after it: "tell Mercy the booking is sorted".
 _PERSON_OBJECT = re.compile(r"(?i:\b(?:tell|ask|thank|thanks|meet|remind|text|message|email|call|let|help|congratulate|contact|"
+                            r"ring|ping|dm|whatsapp|tag|page|notify|inform|phone|"
                             r"dear|me(?: and| &| \+)|me,|"
                             # somebody's company: "travelling with Maria", "sharing the room with James"
                             # (not "going / coming with": a shopper's choice, "going with Apple", "comes with Alexa")
                             r"(?:travel+ing|travel+ed|staying|stayed|sharing|shared|living|flying|together|along|"
                             r"out|trip|holiday|vacation|dinner|lunch|date|room|tent) with)"
                             r"\s*$)")
+_TITLE_BEFORE = re.compile(
+    r"(?<![^\W\d_])(?:mr|mrs|ms|mx|miss|dr|prof|herrn?|frau|fr|hr|pani|pan|pana|panu|sr|sra|srta|señor|señora|"
+    r"señorita|mme|mlle|monsieur|madame|signor|signora|sig|dhr|mevr|senhor|senhora|sayın|bay|bayan|tuan|puan|"
+    r"encik|bapak|pak|bu|ibu)\.?\s$",
+    re.IGNORECASE,
+)
+# Product nouns that are also verbs taking a person, and what may open the clause before such a verb.
+_CALL_VERBS = frozenset({"ring", "call", "text", "page", "tag", "message", "contact"})
+_CLAUSE_START = re.compile(r"(?i)(?:^|[.!?,;:\n]|\b(?:pls|plz|please|and|then|just|or|also|kindly|can you|could you|"
+                           r"can u|pls just))\s*$")
+_PHONE_AFTER = re.compile(r"\s*(?:on|at|@|:|-)?\s*\+?\(?\d[\d\s().-]{6,}\d")
 _PERSON_BEFORE_NARROW = re.compile(r"(?i:(?:^|[\"“‘'(]|[.!?]\s+)\s*(?:to|from|for)\s*$)")
 # After a name: it speaks, acts or is somebody's ("Grant said", "Mercedes here", "Ahmad will be there").
 _PERSON_AFTER = re.compile(
@@ -139,6 +151,16 @@ _PERSON_AFTER = re.compile(
     r"|['’]s\s+(?:birthday|bday|b-day|mom|mum|dad|mother|father|wife|husband|boyfriend|girlfriend|sister|brother|"
     r"son|daughter|order|address|phone|number|email|name|place|house|flat|apartment|room|size|favourite|favorite)\b"
 )
+# A name set off by a relative or a role after it: "Jordan, my son, …", "Precious, the lady at your branch, …".
+_APPOSITION = re.compile(
+    r"\s*,\s+(?:my|our|his|her|their|your|the)\s+(?:(?:little|baby|big|older|younger|eldest|youngest|oldest|best|new|"
+    r"old|dear|twin)\s+)?(?:daughter|son|wife|husband|mom|mum|mother|dad|father|friend|bestie|boyfriend|girlfriend|"
+    r"fianc[ée]e?|partner|boss|manager|colleague|coworker|neighbou?r|cousin|niece|nephew|aunt|auntie|uncle|brother|"
+    r"sister|grandma|grandpa|grandmother|grandfather|granny|grandson|granddaughter|kid|child|teacher|roommate|flatmate|"
+    r"housemate|landlord|landlady|nanny|driver|lady|guy|man|woman|girl|gentleman|assistant|agent|rep|representative|"
+    r"courier|rider|seller|staff|employee|cashier|clerk|salesman|saleswoman|salesperson|person)\b",
+    re.IGNORECASE,
+)
 # "can Sipho pick it up", "Could Liberty please sign": a modal, the name, then an action.
 _MODAL_BEFORE = re.compile(r"(?i:\b(?:can|could|would|will|should|did|does|may|might|has|have)\s*$)")
 _ACTION_AFTER = re.compile(r"(?i:\s+(?:please\s+|also\s+|just\s+)?(?:pick|sign|collect|come|get|take|receive|be|have|"
@@ -146,7 +168,8 @@ _ACTION_AFTER = re.compile(r"(?i:\s+(?:please\s+|also\s+|just\s+)?(?:pick|sign|c
 # Words before a lower-case name: "its for kwame", "my mom rosa-linda", "for ikaika kahananui".
 _LOWER_CUE = re.compile(r"(?:\bfor|\bto|\bfrom|\bwith|\bmom|\bmum|\bdad|\bson|\bdaughter|\bwife|\bhusband|\bfriend|"
                         r"\bbrother|\bsister|\bniece|\bnephew|\bbaby|\bgrandma|\bgrandpa|\babuela|\babuelo|\bboss|"
-                        r"\bpartner|\bbf|\bgf|\bcousin|\baunt|\buncle|\bshout out(?: to)?|\bask|@)\s*$")
+                        r"\bpartner|\bbf|\bgf|\bcousin|\baunt|\buncle|\bshout out(?: to)?|\bask|@|\bcall|\bring|\btext|\btag|"
+                        r"\bcontact|\bping|\bdm|\bme,|\bme and|\bme &)\s*$")
 # A name closing a message: after a sentence end, a dash or nothing at all (the whole message).
 _SIGN_OFF = re.compile(r"(?:^|[.!?\n]\s+|\s[-—–~]\s*|^[-—–~]\s*|(?i:\b(?:love|thanks|thx|cheers|regards|best|xoxo|xx|bye|"
                        r"ciao|merci|danke|gracias|obrigad[oa]|grazie|tack|dziękuję|спасибо|groetjes|groeten|grüße|gruß|"
@@ -345,7 +368,14 @@ class NameFinder:
         if self.ner is not None and any(
                 self._ner_worthy(t, k) and not any(a <= t.start < b for a, b in covered) for k, t in enumerate(toks)):
             spans.extend(self._ner(text))
-        return spans
+        return [self._with_title(text, s, e) for s, e in spans]
+
+    @staticmethod
+    def _with_title(text: str, start: int, end: int) -> tuple[int, int]:
+        """A name span grown over the title right before it ("Mrs. Kowalczyk", "Herrn Huber", "pani Bożeny"): the
+        title goes with the name, as labellers mark it, and says no more than the placeholder about the person."""
+        title = _TITLE_BEFORE.search(text, max(0, start - 12), start)
+        return (title.start(), end) if title is not None else (start, end)
 
     def propagate(self, text: str, names: set[str]) -> list[tuple[int, int]]:
         """Other occurrences of names found elsewhere in the conversation (``names``: the found spans' text),
@@ -444,8 +474,11 @@ class NameFinder:
                              or run[-1].key in _PLACE_TAILS):
             return True  # "die Jacke Emil", "Brandenburger Tor", "Galata Kulesi"
         prev = _PREV_WORD.search(text, max(0, run[0].start - 30), run[0].start)
-        if prev is not None and (prev.group(1).casefold() in PRODUCT_NOUNS or prev.group(1).casefold() in _MODEL_NOUNS):
+        if prev is not None and (prev.group(1).casefold() in PRODUCT_NOUNS or prev.group(1).casefold() in _MODEL_NOUNS) \
+                and not (prev.group(1).casefold() in _CALL_VERBS
+                         and _CLAUSE_START.search(text, max(0, prev.start() - 20), prev.start())):
             return True  # "la chaqueta Lucía", "das Kleid Helene", "платье Алиса", "el hotel Princesa Sofía"
+            # (but "pls ring Parisa at the door": a verb opening its clause)
         if re.match(r"(?i) by night\b", text[run[-1].end :]):
             return True  # "Petra by night"
         if lex is not None and any(t.text[-2:] in ("'s", "’s") and lex.is_place(t.key) for t in run[:-1]):
@@ -462,8 +495,8 @@ class NameFinder:
                      r"saint|san|santa|são|sainte)\s+$",
                      before):
             return True  # "see Ponte Vecchio", "in Alfama", "Mt Fuji"
-        if re.match(r" (?:[A-Za-z]*\d|[A-Z]{2,}\b)", text[run[-1].end :]):
-            return True  # a model name follows: "Air Max 90", "Dyson V15"
+        if re.match(r" (?:[A-Za-z]*\d|[A-Z]{2,}\b)", text[run[-1].end :]) and not _PHONE_AFTER.match(text, run[-1].end):
+            return True  # a model name follows: "Air Max 90", "Dyson V15" (not a phone number: "Ramesh Iyer 98480 22334")
         if re.match(r"(?i) (?:(?:back )?in stock|on sale|restocked|sold out|out of stock)\b", text[run[-1].end :]):
             return True  # "do you have Patience in stock" (a game): people are not in stock
         if run[-1].text[-2:] in ("'s", "’s"):
@@ -612,7 +645,11 @@ class NameFinder:
         found = sorted(spans)
         out: list[tuple[int, int]] = []
 
-        def namey(t: _Tok) -> bool:
+        def namey(t: _Tok, lower: bool = False) -> bool:
+            if lower and t.latin and t.text.islower():  # "me, farida, yusuf and layla": a listed lower-case name
+                return t.key not in _NOT_NAMES and t.key not in self.protected and t.key not in lex.brands \
+                    and t.key not in PRODUCT_WORDS and t.key not in lex.common and t.key not in lex.frequent \
+                    and lex.is_name(t.key) and not lex.is_place(t.key) and len(t.key) > 2
             return (t.titled or t.caseless) and t.key not in _NOT_NAMES and t.key not in self.protected \
                 and t.key not in lex.brands and t.key not in PRODUCT_WORDS \
                 and (not lex.is_place(t.key) or t.key in lex.top) and (lex.is_name(t.key) or t.key not in lex.common)
@@ -621,10 +658,11 @@ class NameFinder:
             new = []
             for s, e in found + out:
                 after = _COORD.match(text, e)
+                lower = text[s:e].islower()  # a name typed in lower case: its neighbours may be too
                 if after is not None:
                     run = [t for t in toks if t.start >= after.end()][:6]
                     k = 0
-                    while k < len(run) and (k == 0 or run[k].start - run[k - 1].end == 1) and (namey(run[k]) or (
+                    while k < len(run) and (k == 0 or run[k].start - run[k - 1].end == 1) and (namey(run[k], lower) or (
                             k > 0 and run[k].key in _PARTICLES and k + 1 < len(run) and run[k].text.islower())):
                         k += 1
                     while k > 1 and run[k - 1].key in _PARTICLES:
@@ -638,8 +676,9 @@ class NameFinder:
                 if before:
                     gap = text[before[-1].end : s]
                     left = before[-1]
-                    if _COORD.fullmatch(gap) and namey(left) and left.key not in lex.brands and (
-                            self._lexical_name(left) or left.key in lex.top or (left.titled and lex.is_name(left.key))):
+                    if _COORD.fullmatch(gap) and namey(left, lower) and left.key not in lex.brands and (
+                            self._lexical_name(left) or left.key in lex.top or (left.titled and lex.is_name(left.key))
+                            or (lower and left.text.islower())):
                         new.append((before[-1].start, before[-1].end))
             new = [n for n in new if n not in out and not any(a <= n[0] and n[1] <= b for a, b in found + out)]
             if not new:
@@ -897,6 +936,9 @@ class NameFinder:
         head = keys[0]
         if _KIN.search(before):
             return head not in PRODUCT_WORDS or lex.is_name(head)  # "my niece Selam", "my abuela Killa Mamani"
+        if _APPOSITION.match(text, run[-1].end) and lex.is_name(head) and head not in PRODUCT_WORDS \
+                and head not in lex.brands and head not in self.protected:
+            return True  # "Jordan, my son, wants …", "Precious, the lady at your branch, said …": even a place's name
         unknown = all(k not in lex.common for k in keys) and not lex.is_place(" ".join(keys))  # "Tāne Rangihau here"
         if not (lex.is_name(head) or head in self.known or unknown) or head in self.protected \
                 or head in PRODUCT_WORDS or head in lex.brands \
@@ -904,14 +946,17 @@ class NameFinder:
             return False
         if self._product_context(text, run):
             return False
-        if _PERSON_AFTER.match(text, run[-1].end):
-            return True
+        if _PERSON_AFTER.match(text, run[-1].end) or (
+                run[-1].text[-2:] in ("'s", "’s") and _PERSON_AFTER.match(text, run[-1].end - 2)):
+            return True  # "Grant said", "the hamper for Tamati's birthday"
         if _MODAL_BEFORE.search(before) and _ACTION_AFTER.match(text, run[-1].end):
             return True
         if len(keys) == 1 and lex.is_brand_or_town(head):
             return False
-        if _PERSON_OBJECT.search(before) and not re.match(r"\s+(?:[A-Za-z]*\d|of\b|for\b|to\b|about\b)", text[run[-1].end :]):
-            return True
+        if _PERSON_OBJECT.search(before) and (
+                not re.match(r"\s+(?:[A-Za-z]*\d|of\b|for\b|to\b|about\b)", text[run[-1].end :])
+                or _PHONE_AFTER.match(text, run[-1].end)):
+            return True  # "contact Ramesh Iyer 98480 22334": a phone number after the name, not a model number
         if re.search(r"\b(?:thanks|thank you|thx|ty)\s*,?\s*$", before) and re.match(r"\s+for\b", text[run[-1].end :]):
             return True  # "thanks Lily for the tips" (a livestream host)
         if _VOCATIVE_BEFORE.search(before) and _VOCATIVE_AFTER.match(text, run[-1].end) and len(keys) == 1 \

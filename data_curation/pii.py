@@ -34,13 +34,13 @@ from dataclasses import dataclass
 import phonenumbers
 from phonenumbers import Leniency, PhoneNumberMatcher
 
-from data_curation.address import find_addresses
+from data_curation.address import STREET_TYPES, find_addresses
 from data_curation.lexicon import load_lexicon
 from data_curation.names import NameFinder
 from data_curation.ner import DEFAULT_MODEL as DEFAULT_NER_MODEL
 from data_curation.ner import SpacyPersons
 
-PII_RULES_VERSION = 8
+PII_RULES_VERSION = 9
 """Bumped whenever a detector changes what it finds (curation stages that scrub then re-run)."""
 PII_TYPES: tuple[str, ...] = ("EMAIL", "IBAN", "CARD", "IP", "ORDER_ID", "NATIONAL_ID", "ADDRESS", "PHONE", "NAME")
 """Every type the scrubber knows, in overlap-priority order."""
@@ -859,6 +859,21 @@ _HONORIFICS = re.compile(r"(?i)(?:(?:mr|mrs|ms|miss|mx|dr|prof|madame|monsieur|m
                          r"srta|signora?|sig|senhora?|sayın|attn:?|c/o)\.?\s+)+")
 
 
+_STREET_TYPE = re.compile(rf"(?i)(?:{STREET_TYPES})(?![^\W\d_])\s*")
+
+
+def _not_street_names(text: str, found: list[Detection], names: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Names that are a street's inside an address found ("Rua Oscar Freire, 1200, …", "Calle Gabriela Mistral 45"):
+    the street type before or opening them says so; they stay the address's."""
+    out = []
+    for s, e in names:
+        street = any(d.type == "ADDRESS" and d.start <= s < d.end and (
+            _STREET_TYPE.fullmatch(text, d.start, s) or _STREET_TYPE.match(text, s)) for d in found)
+        if not street:
+            out.append((s, e))
+    return out
+
+
 def _names_out_of_addresses(text: str, found: list[Detection], names: list[tuple[int, int]]) -> list[Detection]:
     """An address whose first comma-separated piece is a full name the name finder found ("Kiona Yazzie, Hopi
     Hall Rm 214, …") starts after that piece: the name is scrubbed as a name (one word may be a district)."""
@@ -945,6 +960,7 @@ class Scrubber:
         if _shouting(text):  # "NAME ON TICKET SHOULD BE OLUWAFEMI ADEYEMI": read it as if not shouted
             common = self.names.lexicon.common if self.names.lexicon is not None else frozenset()
             names = [*names, *self.names.find(_decapitalised(text, common), [(d.start, d.end) for d in found])]
+        names = _not_street_names(text, found, names)
         out = resolve([*_names_out_of_addresses(text, found, names), *(Detection(s, e, "NAME") for s, e in names)])
         return resolve([*out, *_cover_tails(text, out, tails)]) if tails else out
 

@@ -133,7 +133,7 @@ class LivestreamWorldConfig(BaseModel):
     heldout_questions: int = Field(
         default=600, ge=0, description="Questions worded only by the held-out phrasing families "
         "(apps/livestream/phrasings/heldout/), written to heldout/tasks.jsonl for evaluation, and as many worded "
-        "by the development families to dev/tasks.jsonl. Default 600.",
+        "by each set of development families to dev/tasks.jsonl and dev2/tasks.jsonl. Default 600.",
     )
     off_topic_fraction: float = Field(
         default=0.1, ge=0, le=1, description="Share of questions not about the products (chit-chat)."

@@ -41,7 +41,7 @@ PLANTED = [
     ("Regards, Siobhan O'Brien", "Regards, <NAME>"),
     ("Sincerely,\nAnna-Lena Schmidt", "Sincerely,\n<NAME>"),
     ("cc: Priya Sharma", "cc: <NAME>"),
-    ("My colleague Dr Patel recommended it", "My colleague Dr <NAME> recommended it"),
+    ("My colleague Dr Patel recommended it", "My colleague <NAME> recommended it"),
     ("It's Hannah's birthday", "It's <NAME>'s birthday"),
     ("Send it to Ludwig van Beethoven, please", "Send it to <NAME>, please"),
     # cards (Luhn), IBANs (mod 97), IPs, national ids

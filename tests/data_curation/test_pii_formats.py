@@ -307,3 +307,31 @@ OTHER_SCRIPTS = [
 @pytest.mark.parametrize(("text", "expected"), OTHER_SCRIPTS, ids=[t[:24] for t, _ in OTHER_SCRIPTS])
 def test_addresses_of_other_scripts_by_their_street_words(scrubber: Scrubber, text: str, expected: str) -> None:
     assert scrubber.scrub(text)[0] == expected
+
+
+# Names by the words around them (written for this test): a title goes with the name; a verb that takes a person,
+# also before a phone number or in lower case; a relative or a role set off after the name; a possessive before
+# a birthday; lower-case names listed with one found.
+AROUND = [
+    ("could you leave it with Mrs. Nowakowska at no. 5", "could you leave it with <NAME> at no. 5"),
+    ("Herr Baumgartner holt es morgen ab", "<NAME> holt es morgen ab"),
+    ("pls ring Shirin at the gate", "pls ring <NAME> at the gate"),
+    ("contact Subramanian Pillai 94440 17382 for the keys", "contact <NAME> <PHONE> for the keys"),
+    ("call oluwadamilare when the rider is near", "call <NAME> when the rider is near"),
+    ("Kendall, my daughter, wants the lilac one", "<NAME>, my daughter, wants the lilac one"),
+    ("Faith, the lady at your Ikeja branch, promised a refund",
+     "<NAME>, the lady at your Ikeja branch, promised a refund"),
+    ("the cake topper for Wiremu's birthday", "the cake topper for <NAME>'s birthday"),
+    ("seats for me, ngozi and chukwuemeka", "seats for me, <NAME> and <NAME>"),
+    # kept: the same words as things
+    ("does the ring come in size 7?", "does the ring come in size 7?"),
+    ("the Pandora ring Moments in silver", "the Pandora ring Moments in silver"),
+    ("call me when the Jordan 4 is back", "call me when the Jordan 4 is back"),
+    ("me, mum and dad want the family pass", "me, mum and dad want the family pass"),
+    ("Paris, the city of light, is our first stop", "Paris, the city of light, is our first stop"),
+]
+
+
+@pytest.mark.parametrize(("text", "expected"), AROUND, ids=[t[:36] for t, _ in AROUND])
+def test_names_by_the_words_around_them(scrubber: Scrubber, text: str, expected: str) -> None:
+    assert scrubber.scrub(text)[0] == expected
