@@ -61,6 +61,7 @@ _UNIT = (
     r"(?:apt\.?|apartment|apto\.?|apartamento|appartement|app\.?|appt\.?|suite|ste\.?|unit|flat|floor|fl\.?|"
     r"room|rm\.?|piso|planta|puerta|pta\.?|esc\.?|escalera|bloco|bloque|bl\.?|dpto\.?|depto\.?|departamento|"
     r"wohnung|whg\.?|etage|étage|stock|og|lok\.?|m\.|mieszkanie|interior|interno|int\.?|scala|piano|casa|lote|lot|plot|"
+    r"bâtiment|batiment|bât\.?|bat\.|"
     r"house|hse|house no\.?|villa|dorm|bldg\.?|building|tower|torre|blk\.?|block|daire:?|d:|kat:?|lgh|bus|boîte|"
     r"no\.?|no:|nr\.?|nº|n°|#|kamar|phòng|quarto|habitación|hab\.|chambre|zimmer|stanza|oda|pmb|"
     r"д\.|дом|кв\.|квартира|корп\.|стр\.)"

@@ -75,6 +75,8 @@ _STRONG = re.compile(
     r"\b(?:it|parcel|package|box|order|delivery|this|that|them)(?: should| can| will| must| could)? go(?:es)? to|"
     r"\b(?:give it|give them|hand it|hand them|pass it|leave it|leave them|return it|forward it)(?: to| with)|"
     r"\b(?:signed|placed|bought|ordered|booked|paid|picked up|collected|received) by|\bunder the name(?: of)?|"
+    r"\b(?:zamówion\w*|kupion\w*|bestellt|gekauft|command[ée]e?s?|achet[ée]e?s?|pedid[oa]s?|comprad[oa]s?|"
+    r"encomendad[oa]s?) (?:przez|von|par|por|pel[oa])|\bname (?:should|must|will|has to|needs to) be|"
     r"\b(?:booking|reservation|table|order|room) (?:is )?under|(?<!brand )(?<!product )(?<!model )(?<!file )(?<!user)"
     r"(?<!domain )(?<!street )(?<!company )(?<!shop )(?<!store )(?<!hotel )(?<!place )\bname|\bnamed as|"
     r"\b(?:recipient|receiver|addressee|consignee|holder|cardholder|beneficiary)(?: to| is| will be| should be|:)?|"
@@ -88,7 +90,9 @@ _STRONG = re.compile(
 )
 # A relative, friend or role right before a name: "my daughter Rose", "our neighbour Pim", "Familie Brandstätter".
 _KIN = re.compile(
-    r"(?:\b(?:my|our|his|her|their|your|the|a|an|with|and|for)\s+(?:(?:little|baby|big|older|younger|elder|eldest|"
+    r"(?:\b(?:my|our|his|her|their|your|the|a|an|with|and|for|mi|mis|tu|su|nuestra|nuestro|minha|meu|nossa|nosso|"
+    r"sua|seu|mein|meine|meinem|meiner|meinen|unsere|unser|ma|mon|mes|notre|mia|mio|nostra|nostro|moja|mój|мой|моя)"
+    r"\s+(?:(?:little|baby|big|older|younger|elder|eldest|"
     r"youngest|oldest|best|new|old|dear|twin|lovely|future|ex)[- ]?)*"
     r"(?:daughter|son|wife|husband|hubby|mom|mum|mommy|mummy|mother|dad|daddy|father|parents|friend|bestie|bff|bf|gf|"
     r"boyfriend|girlfriend|fianc[ée]e?|partner|spouse|boss|manager|colleague|coworker|co-worker|assistant|secretary|"
@@ -135,7 +139,7 @@ _TITLE_BEFORE = re.compile(
 )
 # Product nouns that are also verbs taking a person, and what may open the clause before such a verb.
 _CALL_VERBS = frozenset({"ring", "call", "text", "page", "tag", "message", "contact"})
-_CLAUSE_START = re.compile(r"(?i)(?:^|[.!?,;:\n]|\b(?:pls|plz|please|and|then|just|or|also|kindly|can you|could you|"
+_CLAUSE_START = re.compile(r"(?i)(?:^|[.!?,;:\n—–-]|\b(?:pls|plz|please|and|then|just|or|also|kindly|can you|could you|"
                            r"can u|pls just))\s*$")
 _PHONE_AFTER = re.compile(r"\s*(?:on|at|@|:|-)?\s*\+?\(?\d[\d\s().-]{6,}\d")
 _PERSON_BEFORE_NARROW = re.compile(r"(?i:(?:^|[\"“‘'(]|[.!?]\s+)\s*(?:to|from|for)\s*$)")

@@ -40,7 +40,7 @@ from data_curation.names import NameFinder
 from data_curation.ner import DEFAULT_MODEL as DEFAULT_NER_MODEL
 from data_curation.ner import SpacyPersons
 
-PII_RULES_VERSION = 9
+PII_RULES_VERSION = 10
 """Bumped whenever a detector changes what it finds (curation stages that scrub then re-run)."""
 PII_TYPES: tuple[str, ...] = ("EMAIL", "IBAN", "CARD", "IP", "ORDER_ID", "NATIONAL_ID", "ADDRESS", "PHONE", "NAME")
 """Every type the scrubber knows, in overlap-priority order."""
@@ -108,6 +108,17 @@ _ORDER_SHAPES = re.compile(
     r"|\b9[2-5]\d{2}(?: ?\d{4}){4} ?\d{2}\b"  # USPS tracking, 22 digits
 )
 _DATE = re.compile(r"\d{1,4}[/.-]\d{1,2}(?:[/.-]\d{2,4})?")
+
+
+def _date_like(token: str) -> bool:
+    """A date's shape with a day and a month that exist ("10/12/2025", "2025-03", "3.4."), not "66-55-2231"."""
+    if not _DATE.fullmatch(token):
+        return False
+    parts = [int(p) for p in re.split(r"[/.-]", token)]
+    day_month = lambda a, b: 1 <= a <= 31 and 1 <= b <= 12  # noqa: E731
+    if len(str(parts[0])) >= 3 or parts[0] > 31:  # year first: 2025-03(-14)
+        return 1 <= parts[1] <= 12 and (len(parts) < 3 or 1 <= parts[2] <= 31)
+    return day_month(parts[0], parts[1]) or day_month(parts[1], parts[0])
 _ORDER_HASH = re.compile(r"(?<![\w#])#\d{3,12}\b")
 _SSN = re.compile(r"\b(?!000|666|9\d\d)\d{3}-(?!00)\d{2}-(?!0000)\d{4}\b")
 _NINO = re.compile(r"\b(?!BG|GB|NK|KN|TN|NT|ZZ)[A-CEGHJ-PR-TW-Z][A-CEGHJ-NPR-TW-Z] ?\d{2} ?\d{2} ?\d{2} ?[A-D]\b")
@@ -238,7 +249,7 @@ _ADDRESS_STOP = re.compile(
 )
 _PHONE_CANDIDATE = re.compile(r"(?<![0-9A-Za-zÀ-ɏ_+])(?:\+\s?)?\(?\d(?:[\d().\-/]|[ \t](?=[\d(+]))*\d\)?")
 _ROUND_RANGE = re.compile(r"[1-9]\d*0{3,}\s*[-–]\s*[1-9]\d*0{3,}")
-_PHONE_CUE = re.compile(r"(?i)\b(?:call|phone|tel|tlf|tfn|telefon|telefone|teléfono|telefono|telephone|mobile|mob|cell|"
+_PHONE_CUE = re.compile(r"(?i)\b(?:call|phone|tel(?!\s*aviv)|tlf|tfn|telefon|telefone|teléfono|telefono|telephone|mobile|mob|cell|"
                         r"number|whatsapp|text me|reach me|fax|ring|contact|cel|celular|móvil|movil|handy|portable|"
                         r"cellulare|numaram|telefonu|sđt|sdt|hp|no hp|nomor|номер|телефон|тел|моб)\b"
                         r"|电话|電話|手机|手機|携帯|連絡先|전화|휴대폰|핸드폰|연락처|เบอร์|โทร|جوال|هاتف|رقم|טלפון|נייד")
@@ -369,7 +380,7 @@ def _order_ids(text: str) -> Iterator[Detection]:
     for m in _ORDER_CUE.finditer(text):
         token = m.group("id")
         digits = sum(c.isdigit() for c in token)
-        if _DATE.fullmatch(token) or re.fullmatch(r"(?i)\d+(?:st|nd|rd|th|am|pm|kg|cm|mm|ml|gb|tb)", token):
+        if _date_like(token) or re.fullmatch(r"(?i)\d+(?:st|nd|rd|th|am|pm|kg|cm|mm|ml|gb|tb)", token):
             continue  # "delivery 10/12/2025", "return 30days"
         if _ID_SHAPES.fullmatch(token) or _CODICE_FISCALE.fullmatch(token):
             continue  # "the booking is S8734521D": a national id's own shape wins over the order cue
@@ -420,7 +431,7 @@ def _id_backstop(text: str, taken: Sequence[Detection]) -> Iterator[Detection]:
         if any(m.start() < t.end and m.end() > t.start for t in taken):
             continue
         core = raw.lstrip("#")
-        if _QUANTITY.fullmatch(core) or _DATE.fullmatch(core) or _TIME.fullmatch(core) \
+        if _QUANTITY.fullmatch(core) or _date_like(core) or _TIME.fullmatch(core) \
                 or re.fullmatch(r"\d{4}-\d{2}-\d{2}(?:T[\d:]+)?", core) \
                 or _ROUND_RANGE.fullmatch(core):
             continue
@@ -820,6 +831,8 @@ class PhoneFinder:
                 continue  # "10000-25000 steps": two round numbers are a range, not a phone
             if _book_number(cand.group()) or _BOOK_CUE.search(text, max(0, cand.start() - 30), cand.start()):
                 continue  # "ISBN 0-306-40615-2": a book's number, not a phone
+            if re.fullmatch(r"\d{1,2}([/.-])\d{1,2}\1(?:19|20)\d\d", cand.group()) and _date_like(cand.group()):
+                continue  # "it came on 03-11-2025": a date, not a phone
             yield from self._match(text, cand.start(), cand.end(), digits)
 
     def _match(self, text: str, start: int, end: int, digits: int) -> Iterator[Detection]:
@@ -857,6 +870,25 @@ class PhoneFinder:
 
 _HONORIFICS = re.compile(r"(?i)(?:(?:mr|mrs|ms|miss|mx|dr|prof|madame|monsieur|mme|mlle|herr|frau|señora?|sra?|"
                          r"srta|signora?|sig|senhora?|sayın|attn:?|c/o)\.?\s+)+")
+
+
+# Letters glued to a number by hyphens make one reference ("ALG-PL-774190", "SPX-VN-2403-88172", "HX-4420-RM"):
+# the letters go with it, and it is a reference, not a phone number.
+_GLUED_BEFORE = re.compile(r"(?<![\w-])(?:[A-Z][A-Z0-9]{0,5}-){1,3}$")
+_GLUED_AFTER = re.compile(r"(?:-[A-Z][A-Z0-9]{0,5}){1,2}(?![\w-])")
+
+
+def _glued_references(text: str, found: list[Detection]) -> list[Detection]:
+    out = []
+    for d in found:
+        if d.type in ("ORDER_ID", "PHONE", "NATIONAL_ID"):
+            before = _GLUED_BEFORE.search(text, max(0, d.start - 24), d.start)
+            after = _GLUED_AFTER.match(text, d.end)
+            if before is not None or after is not None:
+                kind = "ORDER_ID" if d.type == "PHONE" else d.type
+                d = Detection(before.start() if before else d.start, after.end() if after else d.end, kind)
+        out.append(d)
+    return out
 
 
 _STREET_TYPE = re.compile(rf"(?i)(?:{STREET_TYPES})(?![^\W\d_])\s*")
@@ -953,7 +985,7 @@ class Scrubber:
                 found.extend(detector(text))
             found, tails = _cut_addresses(text, resolve(_cued_not_cards(text, found)))
             found.extend(self.phones.find(text, found))
-            found = _address_chains(text, [*found, *_id_backstop(text, found)])
+            found = _glued_references(text, _address_chains(text, [*found, *_id_backstop(text, found)]))
         elif "#" in text:
             found.extend(_order_ids(text))
         names = self.names.find(text, [(d.start, d.end) for d in found])

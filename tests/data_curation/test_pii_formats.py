@@ -335,3 +335,23 @@ AROUND = [
 @pytest.mark.parametrize(("text", "expected"), AROUND, ids=[t[:36] for t, _ in AROUND])
 def test_names_by_the_words_around_them(scrubber: Scrubber, text: str, expected: str) -> None:
     assert scrubber.scrub(text)[0] == expected
+
+
+# References with letters glued on by hyphens, a dash-like number that is no real date, a building unit, a relative
+# after a possessive of another language, "ordered by" in other languages, "the name should be" (written for this).
+MORE_SHAPES = [
+    ("status of KTX-DE-5520913 please", "status of <ORDER_ID> please"),
+    ("ref SHP-TH-2291-55310 still pending", "ref <ORDER_ID> still pending"),
+    ("please cancel order 77-41-9902", "please cancel order <ORDER_ID>"),
+    ("it came on 03-11-2025, two days late", "it came on 03-11-2025, two days late"),
+    ("livrer au 14 rue Oberkampf, bâtiment B, 75011 Paris", "livrer au <ADDRESS>"),
+    ("es para mi abuela Remedios Quispe", "es para mi abuela <NAME>"),
+    ("as botas compradas pela Iolanda", "as botas compradas pela <NAME>"),
+    ("the name should be Tevita Fifita on the card", "the name should be <NAME> on the card"),
+    ("the USB-C 65W charger in EU-42 box", "the USB-C 65W charger in EU-42 box"),
+]
+
+
+@pytest.mark.parametrize(("text", "expected"), MORE_SHAPES, ids=[t[:36] for t, _ in MORE_SHAPES])
+def test_glued_references_dates_units_and_cues_of_other_languages(scrubber: Scrubber, text: str, expected: str) -> None:
+    assert scrubber.scrub(text)[0] == expected
