@@ -511,8 +511,11 @@ def _print_cascade(report: dict[str, Any], out: Path) -> None:
     for name, m in report["agents"].items():  # a multi-app cascade: each app's share of the held-out tasks
         per_app = sorted({k.split("/")[0] for k in m if "/" in k})
         if per_app:
-            out_console.print(f"{name}: " + "; ".join(f"{a} success {m[f'{a}/success']:.3f} reward "
-                                                      f"{m[f'{a}/reward']:.3f}" for a in per_app), highlight=False)
+            out_console.print(f"{name}: " + "; ".join(
+                f"{a} success {m[f'{a}/success']:.3f} reward {m[f'{a}/reward']:.3f}"
+                + (f" words {m[f'{a}/words']:.1f}" if f"{a}/words" in m else "")
+                + (f" p95 {m[f'{a}/turn_p95_ms']:.0f} ms" if f"{a}/turn_p95_ms" in m else "") for a in per_app),
+                highlight=False)
     for pair, cells in (report.get("paired") or {}).items():
         parts = [f"{m} {c['delta']:+.3f} [{c['lo']:+.3f}, {c['hi']:+.3f}]{'*' if c['excludes_zero'] else ''}"
                  for m, c in cells.items() if c.get("delta") is not None]

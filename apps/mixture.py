@@ -35,7 +35,8 @@ from training.rl.workers import EnvFactory
 
 REPORTED = ("success", "recall@10", "hit@10", "ndcg@10", "reward")
 PER_APP = ("success", "reward")
-"""Metrics the report gives per app too, as ``<app>/<metric>``."""
+"""Metrics the report gives per app too, as ``<app>/<metric>``; with ``<app>/words`` (mean words of the answers)
+and ``<app>/turn_p95_ms`` (95th percentile of a turn's latency in that evaluation run)."""
 
 AppParts = tuple[tuple[str, Path, Callable[[AppEnv], RewardFn] | None], ...]
 """(app name, world, its weighted reward builder or None) per app: what a worker builds the environments from."""
@@ -133,8 +134,13 @@ def mixture_evaluator(make_envs: Callable[[], dict[str, AppEnv]], cfg: EvalConfi
             who = str(agent_dir) if agent_dir is not None else "none (the fallbacks)"
             report = run_evaluation(tasks, envs, model, cfg, Path(out), meta={"agent": who})
         metrics = {k: float(report["overall"].get(k) or 0.0) for k in REPORTED}
+        timing = (report.get("timing") or {}).get("by_app") or {}
         for app, summary in report["by_app"].items():
             metrics |= {f"{app}/{k}": float(summary.get(k) or 0.0) for k in PER_APP}
+            metrics[f"{app}/words"] = float(summary.get("answer_words") or 0.0)  # mean words of the final answers
+            p95 = ((timing.get(app) or {}).get("turn_latency_ms") or {}).get("p95")
+            if p95 is not None:
+                metrics[f"{app}/turn_p95_ms"] = float(p95)
         return metrics
 
     return evaluate

@@ -530,7 +530,7 @@ class Cascade:
             self.progress("report", 1, 3)
         gate = None
         if self.cfg.apps:  # several apps: where does the agent beat the server without it?
-            self.evaluator(None, tasks, out / "fallback")
+            rows["fallback"] = self.evaluator(None, tasks, out / "fallback")
             gate = model_apps_gate(out / "fallback", out / "final", self.cfg.seed)
             (final / MODEL_APPS_FILE).write_text(json.dumps(gate, indent=1))
         report = {"heldout": [str(p) for p in self.cfg.heldout_paths], "tasks": len(tasks), "agents": rows,

@@ -181,6 +181,10 @@ def test_one_cascade_over_three_apps_makes_one_agent_that_serves_all_three(world
     assert set(rl["tasks_by_app"]) <= {"shopping", "livestream", "travel"} and rl["steps"] == 1
     final = report["agents"]["final"]
     assert {"shopping/success", "livestream/success", "travel/success"} <= set(final)
+    for stage in ("seed_sft", "sft2", "final", "fallback"):  # each stage's words and turn latency per app
+        row = report["agents"][stage]
+        assert {"livestream/words", "livestream/turn_p95_ms", "travel/turn_p95_ms"} <= set(row), stage
+        assert row["livestream/turn_p95_ms"] > 0 and row["livestream/words"] > 0
     assert report["tasks"] == 8  # the first 8 held-out tasks, 2:1:1 -> 4, 2, 2
     recorded = json.loads((out / "final" / "apps.json").read_text())["apps"]
     assert recorded == {a: str(worlds[a].resolve()) for a in ("shopping", "livestream", "travel")}
