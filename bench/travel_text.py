@@ -10,7 +10,8 @@ many text-only requests get a question instead of a plan). Each plan is checked 
 constraints (`apps/travel/checker.py`): feasible share, mean score, and the text/structured score ratio, per kind.
 Three sets: ``world templates`` (``tasks.jsonl``: the generator's own wordings, which the reading was written
 against), ``dev wordings`` (300 requests worded by ``apps/travel/phrasings/dev/``, a first outside author's packs,
-which the reading was then improved against), ``dev2 wordings`` (300 by ``apps/travel/phrasings/dev2/``, a third
+which the reading was then improved against), ``dev3 wordings`` (300 by ``apps/travel/phrasings/dev3/``, a fourth
+author's), ``dev2 wordings`` (300 by ``apps/travel/phrasings/dev2/``, a third
 author's, improved against the same way) and ``held-out wordings`` (``heldout/tasks.jsonl``: worded by a
 second outside author's packs, ``apps/travel/phrasings/heldout/``, that nobody tuned on), with a Wilson 95 % CI
 on the text-only feasible share and a row per family. JSON: bench/results/travel_text.json.
@@ -31,7 +32,7 @@ sys.path.insert(0, str(ROOT))
 
 from apps.travel.agent import fallback, travel_app  # noqa: E402
 from apps.travel.checker import Itinerary, check_itinerary  # noqa: E402
-from apps.travel.phrasings import dev2_packs, dev_packs  # noqa: E402
+from apps.travel.phrasings import dev2_packs, dev3_packs, dev_packs  # noqa: E402
 from apps.travel.world import HELDOUT_DIR, TravelWorldConfig, make_pois, make_tasks  # noqa: E402
 from bench.common import wilson  # noqa: E402
 from harness.agent import TurnContext  # noqa: E402
@@ -41,15 +42,15 @@ from harness.tasks import Task  # noqa: E402
 from infra.layout import TASKS_FILE  # noqa: E402
 
 
-def dev_tasks(world: Path, n: int, second: bool = False) -> list[Task]:
-    """``n`` requests of the world's city worded by the development packs (``second``: the second set's; seeded by
-    the world's seed)."""
+def dev_tasks(world: Path, n: int, which: str = "dev") -> list[Task]:
+    """``n`` requests of the world's city worded by a set of development packs (``which``: dev, dev2 or dev3;
+    seeded by the world's seed)."""
     import numpy as np
 
     config = TravelWorldConfig.model_validate(json.loads((world / "manifest.json").read_text())["config"])
     pois = make_pois(config, np.random.default_rng([config.seed, 1]))
-    packs = dev2_packs() if second else dev_packs()
-    return list(make_tasks(config, pois, np.random.default_rng([config.seed, 7 if second else 5]), packs, n))
+    packs, stream = {"dev": (dev_packs, 5), "dev2": (dev2_packs, 7), "dev3": (dev3_packs, 9)}[which]
+    return list(make_tasks(config, pois, np.random.default_rng([config.seed, stream]), packs(), n))
 
 
 def run_set(app: Any, tasks: list[Task]) -> dict[str, dict[str, list[float]]]:
@@ -78,17 +79,24 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--world", type=Path, default=ROOT / "runs/demo/travel")
     ap.add_argument("--quick", action="store_true", help="the first 100 tasks of each set")
+    ap.add_argument("--sets", default=None, help="comma-separated subset of: templates, dev, dev2, dev3, held-out")
     ap.add_argument("--out", type=Path, default=ROOT / "bench/results/travel_text.json")
     args = ap.parse_args()
     if not (args.world / TASKS_FILE).is_file():
         sys.exit(f"{args.world}: no {TASKS_FILE} (run `make demo`, or `sidekick world travel --out DIR`)")
     app = travel_app(args.world)
     sets = {"world templates": args.world / TASKS_FILE, "dev wordings": None, "dev2 wordings": None,
-            "held-out wordings": args.world / HELDOUT_DIR / TASKS_FILE}
+            "dev3 wordings": None, "held-out wordings": args.world / HELDOUT_DIR / TASKS_FILE}
+    if args.sets:
+        wanted = {w.strip() for w in args.sets.split(",")}
+        names = {name: name.split()[0].replace("world", "templates") for name in sets}
+        if unknown := wanted - set(names.values()):
+            sys.exit(f"--sets: unknown {', '.join(sorted(unknown))} (templates, dev, dev2, dev3, held-out)")
+        sets = {name: path for name, path in sets.items() if names[name] in wanted}
     result: dict[str, Any] = {"world": str(args.world), "quick": args.quick, "sets": {}}
     for name, path in sets.items():
         if path is None:  # the development packs' requests, drawn here over the world's city
-            tasks = dev_tasks(args.world, 100 if args.quick else 300, second=name.startswith("dev2"))
+            tasks = dev_tasks(args.world, 100 if args.quick else 300, which=name.split()[0])
         elif not path.is_file():
             print(f"{name}: no {path} (a world generated before held-out wordings existed: regenerate it)")
             continue

@@ -45,12 +45,15 @@ from infra.recordio import RecordError, read_json_model
 HERE = Path(__file__).parent / "phrasings"
 HELDOUT_DIR = HERE / "heldout"
 DEV_DIR = HERE / "dev"
+"""Development packs: another author's wordings the text reading was improved against (field by field, from
+totals); ``bench/travel_text.py`` reports them apart from the held-out ones, which nobody tuned on."""
 DEV2_DIR = HERE / "dev2"
 """A second development set (a third outside author, 2026-12-06: voice transcript, phone texting, a travel desk's
 e-mail, English as a second language, an accessibility-minded family): written without reading the reading's rules
 or the other packs; the reading was improved against its failures after the held-out set had been scored twice."""
-"""Development packs: another author's wordings the text reading was improved against (field by field, from
-totals); ``bench/travel_text.py`` reports them apart from the held-out ones, which nobody tuned on."""
+DEV3_DIR = HERE / "dev3"
+"""A third development set (a fourth outside author, 2026-12-06: night owl, executive assistant, grandparents, food
+blogger, non-native English), written the same way."""
 KINDS = ("plan", "half_day", "evening", "with_kids")
 MODES = ("walk", "transit", "taxi")
 _SLOTS: dict[str, frozenset[str]] = {
@@ -163,8 +166,15 @@ def dev2_packs() -> tuple[TravelPack, ...]:
     return _packs(DEV2_DIR)
 
 
+@cache
+def dev3_packs() -> tuple[TravelPack, ...]:
+    """Every pack in ``apps/travel/phrasings/dev3/``: the third development set."""
+    return _packs(DEV3_DIR)
+
+
 def main() -> None:
-    for name, packs in (("dev", dev_packs()), ("dev2", dev2_packs()), ("heldout", heldout_packs())):
+    for name, packs in (("dev", dev_packs()), ("dev2", dev2_packs()), ("dev3", dev3_packs()),
+                        ("heldout", heldout_packs())):
         for p in packs:
             n = sum(len(v) for _, v in p._templates())
             print(f"{name:8s} {p.family:28s} {n:4d} templates, {len(p.phrases):3d} phrase keys")
