@@ -50,6 +50,8 @@ def dev_tasks(world: Path, n: int, which: str = "dev") -> list[Task]:
     config = TravelWorldConfig.model_validate(json.loads((world / "manifest.json").read_text())["config"])
     pois = make_pois(config, np.random.default_rng([config.seed, 1]))
     packs, stream = {"dev": (dev_packs, 5), "dev2": (dev2_packs, 7), "dev3": (dev3_packs, 9)}[which]
+    if not packs():
+        return []
     return list(make_tasks(config, pois, np.random.default_rng([config.seed, stream]), packs(), n))
 
 
@@ -97,6 +99,9 @@ def main() -> None:
     for name, path in sets.items():
         if path is None:  # the development packs' requests, drawn here over the world's city
             tasks = dev_tasks(args.world, 100 if args.quick else 300, which=name.split()[0])
+            if not tasks:
+                print(f"{name}: no packs in apps/travel/phrasings/{name.split()[0]}/")
+                continue
         elif not path.is_file():
             print(f"{name}: no {path} (a world generated before held-out wordings existed: regenerate it)")
             continue
