@@ -27,10 +27,12 @@ _CLOCK_WORDS = ((re.compile(r"\bmidnight\b", re.I), "24:00"), (re.compile(r"\bno
 _MODES = (("walk", re.compile(r"\b(?:walk(?:s|ing)?|on foot|by foot|foot|feet|pedestrian|walkable|stroll(?:ing)?|"
                               r"wander(?:ing)?|hoof it|"
                               r"walking distance|on our feet|by legs?)\b", re.I)),
-          ("taxi", re.compile(r"\b(?:taxis?|cabs?|uber|lyft|bolt|grab|by car|drive|driving|ride[- ]?hail(?:ing)?|"
+          ("taxi", re.compile(r"\b(?:taxis?|cabs?|cabbing|ubering|uber|lyft|bolt|grab|by car|drive|driving|"
+                              r"ride[- ]?hail(?:ing)?|"
                               r"rideshares?|car service|chauffeur)\b", re.I)),
           ("transit", re.compile(r"\b(?:metro|subway|bus(?:es)?|trams?|public transport(?:ation)?|public transit|"
-                                 r"transit|underground|trains?|light rail|day pass|travel ?card|the tube)\b", re.I)))
+                                 r"transit|underground|trains?|light rail|day pass|travel ?card|the tube|"
+                                 r"public transports)\b", re.I)))
 _LODGING = ("lodging",)
 
 
@@ -58,6 +60,7 @@ def time_window(text: str) -> tuple[int, int] | None:
     stops") are a time range only after "from" or "between"."""
     for word, clock in _CLOCK_WORDS:
         text = word.sub(clock, text)
+    text = _CLOCK_ARTICLE.sub("", text)  # "from the 9am until the 18:00" (an article before a time, as ESL writes)
     for m in _RANGE.finditer(text):
         h1, m1, p1, h2, m2, p2 = m.groups()
         bare = m1 is None and p1 is None and m2 is None and p2 is None
@@ -82,17 +85,30 @@ def time_window(text: str) -> tuple[int, int] | None:
     return _cued_window(text)
 
 
+_CLOCK_ARTICLE = re.compile(r"\b(?:the|las|la)\s+(?=\d{1,2}(?:[:.h]\d{2})?\s*(?:am|pm|a\.m\.|p\.m\.)?"
+                            r"(?![\d%]|[:.]\d))", re.I)
 _START_CUE = re.compile(
     r"\b(?:from|starting(?: at| around| from)?|start(?:s|ing)?(?: at| around| from)?|leav(?:e|ing)(?: at)?|"
+    r"commenc(?:e|es|ing)(?: at| from)?|start time(?: of| is)?|kick(?:ing|s)? off(?: at)?|get(?:ting)? going(?: at)?|"
+    r"set(?:ting)? (?:off|out)(?: at)?|out from|available from|"
+    r"(?:start\w*|leav\w*|begin\w*|depart\w*|set(?:ting)? (?:off|out)|head\w* out|go(?:ing)? out)\b[^.;!?\d]{0,30}\bat|"
     r"head(?:ing)? out(?: at)?|out the door(?: at)?|begin(?:ning)?(?: at)?|after|kick off(?: at)?|set off(?: at)?|"
     r"go(?:ing)? out(?: at)?|free (?:from|after)|no earlier than|not before|earliest(?: start)?(?: at| is)?|"
     r"depart(?:ure|ing)?(?: at| from)?|out|(?:mon|tues|wednes|thurs|fri|satur|sun)day,?)"
     r"\s*(?:about |around |at )?$", re.I)
-_START_AFTER = re.compile(r"^\s*(?:onwards?|on\b|and later|or later)", re.I)
+_START_AFTER = re.compile(r"^\s*(?:onwards?|on\b|and later|or later|\((?:start|starting|departure)\))", re.I)
+_END_AFTER_CLOCK = re.compile(r"^\s*(?:\((?:end|finish|finishing|return)\)|is (?:the end|when we (?:need to |have to |"
+                              r"must |should )?(?:stop|finish|end|be back)))", re.I)
+"""An end time named by what follows it: "… and at 9pm is the end", "21:00 is when we need to stop", "22:00
+(finish)"."""
 _UNTIL_CUE = re.compile(
     r"\b(?:by|until|till|til|before|no later than|done|done by|back by|finish(?:ed)?(?: by| at)?|"
     r"wrap(?:ped)? up(?: by| at)?|end(?:ing)?(?: by| at| around)?|home by|latest|return(?:ing)? by|curfew(?: is| at)?|"
-    r"(?:have|need) to be back(?: at| by)?)\s*(?:about |around |at )?$", re.I)
+    r"(?:have|need) to be back(?: at| by)?|conclud(?:e|es|ing)(?: no later than| at| by)?|end time(?: of| is)?|"
+    r"hard stop(?: at)?|stop(?:ping)? (?:at|by)|required by|(?:come|get|coming|getting) back(?: at| by)?|"
+    r"(?:at )?the latest(?: by| at)?|at latest|"
+    r"arriv(?:e|al)(?: required)?(?: by| before)|must be (?:back|there|again)[^.;!?\d]{0,25}?(?: at| by| before))"
+    r"\s*(?:about |around |at )?$", re.I)
 _NOT_BEFORE = re.compile(r"(?:\bnot|n't|\b(?:cant|wont|dont)|\bnever|\bno)\b[^.;,!?\d]{0,25}\bbefore\s*"
                          r"(?:about |around |at )?$", re.I)
 """A start said as what cannot happen earlier: "we won't be ready before 5pm", "can't leave before 10"."""
@@ -116,7 +132,7 @@ def _cued_window(text: str) -> tuple[int, int] | None:
         if start is None and (_START_CUE.search(before) or _START_AFTER.match(text[m.end():])
                               or _NOT_BEFORE.search(before)):
             start = minutes
-        elif end is None and _UNTIL_CUE.search(before):
+        elif end is None and (_UNTIL_CUE.search(before) or _END_AFTER_CLOCK.match(text[m.end():])):
             end = minutes
     if start is not None and end is not None:
         if end <= start and end < 720 < end + 720:
@@ -176,7 +192,7 @@ _N = (r"(\d{1,2}|" + "|".join(sorted(_NUMBER_WORDS, key=len, reverse=True)) + r"
       + _MONEY + r")")
 """A count: not a time ("9:30", "5pm") and not an amount of money ("60 EUR")."""
 _STOP = (r"(?:stops?|places?|visits?|spots?|sights?|venues?|attractions?|activit(?:y|ies)|locations?|destinations?|"
-         r"sites?|things(?: to (?:do|see))?|points?|pois?|options?|pit stops?)")
+         r"sites?|things(?: to (?:do|see))?|points?|pois?|options?|pit stops?|outings?|excursions?)")
 _LABEL_HEAD = (r"(?:(?:required |total )?(?:number|count) of |no\.? of |# ?)?" + _STOP +
                r"(?: count| number| total| required| wanted| desired| planned| requested)?")
 _LABEL = _LABEL_HEAD + r"\s*[:=—–-]\s*"
@@ -192,23 +208,27 @@ _STOPS = (  # (pattern, which numbers are the min and the max)
     (re.compile(r"\b" + _N + r"\s+(?:\w+\s+)?" + _STOP + r"\s+exactly\b", re.I), "both"),
     (re.compile(r"\bat least\s+" + _N + r"\s*(?:and|,)?\s*(?:at most|no more than|max(?:imum)?)\s+" + _N, re.I),
      "range"),
+    (re.compile(r"\b" + _N + r"\s+(?:\w+\s+)?" + _STOP + r"\s+(?:max(?:imum)?|min(?:imum)?)\s*(?:and|,)\s*" + _N +
+                r"\s+(?:min(?:imum)?|max(?:imum)?)\b", re.I), "range"),
     (re.compile(r"\b(?:between\s+|from\s+)?" + _N + r"\s*(?:-|–|~|to|and|or|until|till|up to|through)\s*" + _N +
                 r"\s+(?:\w+\s+)?" + _STOP, re.I), "range"),
 )
 _MIN_CUE = re.compile(r"\b" + _N + r"\s*\+|(?:>=|≥|=>)\s*" + _N +
                       r"|\b(?:at least|minimum(?: of| is| are| =)?|min\.?(?: is| =)?|no fewer than|"
-                      r"not less than|not under|not less of)\s+" + _N +
+                      r"not less than|not under|not less of|(?:a |the )?lower limit(?: of| is)?)\s+" + _N +
                       r"\b|\b" + _N + r"\s+(?:(?!and\b|or\b|to\b)\w+\s+)?(?:" + _STOP +
                       r"\s+)?(?:(?:minimum|min)\b(?!\.?\s*\d)|at (?:the )?(?:very )?least|or more)", re.I)
 _MAX_CUE = re.compile(r"(?:<=|≤|=<)\s*" + _N +
                       r"|\b(?:at most|maximum(?: of| is| are| =)?|max\.?(?: is| =)?|no more than|up to|up until|"
-                      r"not more (?:than|of)|no more of|not over|maximal|"
+                      r"not more (?:than|of)|no more of|not over|maximal|(?:an |with an |the )?upper limit(?: of| is)?|"
                       r"cap(?:ped)?(?: it)? at|top out at)\s+" + _N + r"\b|\b" + _N +
                       r"\s+(?:(?!and\b|or\b|to\b)\w+\s+)?(?:" + _STOP +
                       r"\s+)?(?:tops|max(?:imum)?\b(?!\.?\s*\d)|at (?:the )?(?:very )?most|or (?:fewer|less))", re.I)
 _COUNT = re.compile(r"\b" + _N + r"\s+(?:(?!" + _MONEY + r")\w+\s+)?" + _STOP + r"\b", re.I)
-_MUST = re.compile(
+_MUST = re.compile(  # not after "not" / "n't" / "no": "though it's not essential", "but is not necessary"
+    r"(?<!\bnot )(?<!n't )(?<!\bno )"
     r"\b(?:must|definitely|have to|has to|need(?:s)? to|required?|requirement|don'?t want to miss|include|"
+    r"(?:specifically )?requested|not optional|"
     r"(?:can'?t|cannot|won'?t|shouldn'?t) (?:miss|skip|leave out)|non[- ]?negotiable|essential|priority|"
     r"top of (?:the|my|our) list|for sure|no matter what|absolutely|mandatory|insist|a must|got to|gotta|important|"
     r"make sure|must[- ](?:see|do|have)|bucket list|really want|not leaving without|without fail|require[sd]?|"
@@ -252,8 +272,8 @@ def stop_counts(text: str) -> tuple[int, int] | None:
 
 _SYNONYMS = {
     "food": ("eat", "meal", "lunch", "dinner", "restaurant", "bite", "food", "dining"),
-    "cafe": ("coffee", "café", "espresso"),
-    "nightlife": ("night spot", "nightlife", "night life", "drinks", "night out", "clubbing", "going out"),
+    "cafe": ("coffee", "café", "espresso", "cup of tea", "tea room", "tearoom", "coffee shop"),
+    "nightlife": ("night spot", "nightlife", "night life", "drinks", "night out", "clubbing"),
     "culture": ("cultural", "culture"), "nature": ("outdoors", "nature", "natural", "greenery", "green space"),
     "shopping": ("shop", "shopping", "retail"), "museum": ("museum", "exhibition", "exhibit"),
     "gallery": ("gallery", "galleries", "art"), "temple": ("temple", "shrine", "pagoda"),
@@ -326,9 +346,11 @@ _END_CUE = re.compile(r"\b(?:move to|moving to|moving over to|switch(?:ing)? to|
 _BUDGET = re.compile(r"(?<![\w.])(?:" + _MONEY + r"\s*(\d+(?:[.,]\d+)?)|(\d+(?:[.,]\d+)?)\s*" + _MONEY + r")", re.I)
 """An amount of money anywhere in the request: a trip request names money only for its budget."""
 _LEVEL = re.compile(r"(?<![\w$])(\${1,4})(?![\w$])|"
-                    r"\b(?:price )?(?:level|lvl|tier|category)\s*(?:of\s*|<=\s*|≤\s*|max\s*)?(\d)\b|"
+                    r"\b(?:price )?(?:level|lvl|tier|category)\s*(?:of\s*|<=\s*|≤\s*|max(?:imum)?\s*(?:is\s*|of\s*)?|"
+                    r":\s*)?(\d)\b|"
                     r"\b(\d)\s*(?:of|/|out of)\s*4\b", re.I)
-_AVOID = re.compile(r"\b(?:avoid|no|not(?! (?:a requirement|a must|required|essential|necessary|needed|mandatory|"
+_AVOID = re.compile(r"\b(?:avoid(?:ed|ing|s)?|hard pass(?: on)?|won'?t (?:go near|do|visit|set foot)|not doing|"
+                    r"mustn'?t|refuse|no|not(?! (?:a requirement|a must|required|essential|necessary|needed|mandatory|"
                     r"compulsory|obligatory|important|more|less|later|earlier|over|under|above|below))|without|skip|hate|"
                     r"don'?t (?:like|want|need)|dislike|steer clear|"
                     r"keep (?:us )?(?:away|off)|stay away|none|nothing|never|can'?t stand|not into|rather not|spare us|"
@@ -346,6 +368,7 @@ _TAG_WORDS = {
     "crowded": ("crowded", "crowds", "crowd", "busy", "packed", "touristy", "tourist traps", "tourist trap", "hordes",
                 "queues", "queue", "long lines", "lines", "mobbed", "heaving", "rammed", "throngs", "masses",
                 "overcrowded", "high-footfall", "footfall", "high traffic", "heavily visited", "touristic",
+                "heavily frequented", "frequented", "tourist sites", "tourist queues", "big crowds",
                 "popular with tourists", "full of tourists", "tourists", "many people", "lots of people",
                 "too many people", "too much people", "much people", "many tourists",
                 "people everywhere", "mass tourism", "waiting in line", "hustle and bustle", "jam-packed", "swarming"),
@@ -370,6 +393,10 @@ def _at(text: str, name: str) -> int:
     return max(0, text.lower().find(name.lower()))
 
 
+_AVOIDED_AFTER = re.compile(r"[\w\s-]{0,20}?\b(?:be|are|is|should be|must be|to be|get|being)\s+"
+                            r"(?:avoided|excluded|ruled out|left out|off[- ]limits)\b")
+
+
 def _avoided(text: str, tags: Iterable[str]) -> list[str]:
     """Tags named after an avoid word in the same clause ("please avoid crowded places", "no tourist traps",
     "we'd rather not do adults-only venues"), or as "<tag>-free"."""
@@ -390,7 +417,8 @@ def _avoided(text: str, tags: Iterable[str]) -> list[str]:
                 free = low[m.end():m.end() + 5] == "-free"
                 cue = max((c for c in cues if c < m.start()), default=-1)
                 liked = any(cue < w < m.start() for w in wants)  # "no later than 11pm, would be nice: romantic"
-                if (free or (cue >= 0 and not liked)) and tag not in out:
+                after = _AVOIDED_AFTER.match(low, m.end())  # "crowded venues should be avoided"
+                if (free or after or (cue >= 0 and not liked)) and tag not in out:
                     out.append(tag)
                 break
     return out

@@ -106,6 +106,27 @@ def test_text_constraints_read_start_end_budget_level_and_avoidances() -> None:
     ("nothing above $$ um bonus if there's late night jazz", {"avoid_tags": None}),  # liked after the avoid cue
     ("the hotel is step-free, and we'd rather avoid the busy ones", {"avoid_tags": ["crowded"]}),  # not "free"
     ("we are free Saturday, no eighteen plus places please", {"avoid_tags": ["adults-only"], "day": "sat"}),
+    # the dev3 round (written for this test, after the dev3 packs' failures)
+    ("We are leaving from the hotel at the 9am and we come back at the 17:00.", {"start_min": 540}),
+    ("Sunday: commencing at 10:00, concluding no later than 19:30.", {"start_min": 600, "end_min": 1170}),
+    ("with a start time of 8am and a hard end time of 6pm", {"start_min": 480, "end_min": 1080}),
+    ("we begin at 9:00, and at 9pm is the end", {"start_min": 540, "end_min": 1260}),
+    ("kicking off at 19:00, hard stop at midnight", {"start_min": 1140, "end_min": 1440}),
+    ("free from the 6pm until the midnight.", {"start_min": 1080, "end_min": 1440}),
+    ("at least 2 venues, with an upper limit of 5", {"min_stops": 2, "max_stops": 5}),
+    ("I want to visit 4 places maximum and 2 minimum", {"min_stops": 2, "max_stops": 4}),
+    ("we think exactly 3 outings", {"min_stops": 3, "max_stops": 3}),
+    ("The price level maximum is 2.", {"max_price_level": 2}),
+    ("Price level: 3 maximum.", {"max_price_level": 3}),
+    ("We go with the public transports.", {"mode": "transit"}),
+    ("cabbing it all day", {"mode": "taxi"}),
+    ("hard pass on 18+ places", {"avoid_tags": ["adults-only"]}),
+    ("crowded venues should be avoided without exception", {"avoid_tags": ["crowded"]}),
+    ("he won't go near heavily frequented spots", {"avoid_tags": ["crowded"]}),
+    ("We'd like a museum, though it's not essential.", {"must_categories": None}),
+    ("He has specifically requested a jazz club; this is not optional.", {"must_categories": ["jazz_club"]}),
+    ("must-do: somewhere for a cup of tea", {"must_categories": ["cafe"]}),
+    ("we're going out Tuesday, need to be back by 6pm", {"must_categories": None}),  # "going out" is no nightlife
 ])
 def test_text_constraints_read_outside_wordings(text: str, expected: dict[str, Any]) -> None:
     got = text_constraints(text, POIS)
