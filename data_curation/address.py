@@ -338,6 +338,16 @@ _HANGUL = re.compile(r"[\uac00-\ud7af]")
 _HANGUL_PLACE = re.compile(r"[\uac00-\ud7af]+(?:특별시|광역시|시|도|구|군|읍|면)|[\uac00-\ud7af]{2,}(?:로|길)|\d+(?:-\d+)?(?:동|호|층|번지)(?:으로|로|에|까지)?|\(\d{5}\)")
 
 
+# A number after a CamelCase or mixed word is a model's ("PowerCore 10000"); after a trip word, a train's or a
+# flight's ("Frecciarossa 9521", "train is the Vande Bharat 22436", "uçuşum PC 1172").
+MODEL_NUMBER = re.compile(r"\b[A-Z][a-z]+[A-Z][A-Za-z]*\s+\d")
+"""A CamelCase word before a number: a model's name and number ("PowerCore 10000")."""
+TRIP_OR_MODEL_BEFORE = re.compile(
+    r"(?i)\b(?:train|trains|flight|flights|flug|vuelo|voo|vol|volo|uçuş\w*|bus|coach|ferry|platform|"
+    r"carriage|frecciarossa|frecciargento|italo|eurostar|thalys|tgv|shinkansen|ktx|"
+    r"amtrak|acela|rajdhani|shatabdi|vande|sgr|lego|model|edition|series|version)\b[^,.;:!?\n]{0,25}$")
+
+
 def _hangul_trim(text: str, s: int, e: int) -> tuple[int, int] | None:
     """A space-separated Hangul anchor cut to its address words: from the first province / city / district / road
     word to the last word with a number or such an ending ("주문번호 20240517 배송지를 서울특별시 마포구 월드컵북로 396,
@@ -371,6 +381,8 @@ def find_addresses(text: str) -> Iterator[tuple[int, int]]:
         yield _extend(text, start, end)
     for m in _ANCHOR.finditer(text):
         raw = m.group()
+        if MODEL_NUMBER.search(raw) or TRIP_OR_MODEL_BEFORE.search(text, max(0, m.start() - 40), m.start()):
+            continue  # "PowerCore 10000", "the Vande Bharat 22436", "flight PC 1172": a model's or a trip's number
         if _SEG_STOP.match(raw):
             continue  # "I'm 004417 in your loyalty thing": a pronoun before a number is no place before a post code
         if not raw.isascii() and not raw[:1].isalpha() and not raw.startswith("〒") and not _CJK_MARK.search(raw):

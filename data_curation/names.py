@@ -68,6 +68,11 @@ signora sig mevrouw meneer dhr mevr senhor senhora sayın sidekick shop unit fla
 i'd i'll i've you'd you'll you've we'd we'll we've they'd they'll he'd she'd ids
 שלום היי תודה السلام عليكم اهلا أهلا شكرا سلام ආයුබෝවන් вітаю добрий день γεια σας καλημέρα բարև გამარჯობა
 baba mama papa lola lolo nana nani dadi amma appa abba ammi oma opa nonna nonno babcia dziadek babushka bibi yaya
+jina langu simu asante tafadhali namba nataka hiyo mimi ndiyo hapana sawa tiketi karibu
+mera meri bhai bhaiya abhi kya nahi haan yaar accha acha theek kitna bhejo jaldi
+shukran habibi habibti yalla inshallah mashallah wallah esmi
+kak kakak mbak gan terima kasih tolong mohon jumat sabtu senin selasa rabu kamis
+salamat kuya opo paki dzień dzien dobry proszę prosze dziękuję dziekuje goedemiddag goedemorgen dm dm'd
 """)
 _STRONG = re.compile(
     r"(?:\bmy name is|\bname is|\bname's|\bname:|\bthis is|\bit's|\bit is|\bi'm|\bi am|\bim|\bcall me|"
@@ -193,7 +198,8 @@ _ANY_SCRIPT_CUE = re.compile(
     r"nachname|vorname|first name|last name|surname|family name|given name|apellidos?|cognome|sobrenome|"
     r"passenger|guest|recipient|receiver|người nhận|tên|tên tôi là|mình là|em là|anh là|chị là|"
     r"имя|зовут|получатель|одержувач|звати|παραλήπτης|όνομα|με λένε|adım|ismim|alıcı|nama saya|nama|penerima|"
-    r"ako si|pangalan)\b\s*[:：]?\s*)"
+    r"ako si|pangalan|jina(?: langu(?: ni)?)?|mera naam|meri naam|naam|esmi|ismi|ana ismi|naam is|"
+    r"imię i nazwisko|imię|nazwisko|nombre y apellidos?|nom et prénom|prénom|empfänger|naam en adres)\b\s*[:：]?\s*)"
     r"|(?:收件人|收货人|收貨人|姓名|名字|亲爱的|親愛的|我叫|名義は|名前は|氏名|宛名|宛先|"
     r"入住人|联系人|聯絡人|乘客|乘机人|旅客|订票人|预订人|預訂人|宿泊者|予約者|お名前|성함|수령인|예약자|"
     r"받는 사람은|받는 사람|이름은|이름|받는분|नाम|मेरा नाम|ชื่อ|คุณ|اسمي|الاسم|المستلم|نام|שמי|שם|আমার নাম|নাম|"
@@ -246,7 +252,21 @@ _PLACE_HEADS = frozenset("mt mount lake cape saint san santa são port fort isla
                          "parc jardin jardim giardino museo museu musée igreja iglesia chiesa église basilica "
                          "catedral cattedrale cathédrale duomo mercado mercato marché ciudad cidade città vila villa "
                          "bad burg dorf kloster hotel hostel fontana mosteiro monasterio monastère mosteiro templo "
-                         "masai sharm chichen jemaa pura wat".split())
+                         "masai sharm chichen jemaa pura wat aeroporto aeropuerto aéroport aeroport airport "
+                         "flughafen havalimanı estação estacion estación gare bahnhof stazione station stadium "
+                         "estadio stade universidad université university universidade hospital avenida rua calle "
+                         "ulica via jalan jl đường duong".split())
+def _after_place_word(text: str, start: int) -> bool:
+    """A word before ``start`` that makes what follows a place's name ("đường Nguyễn Huệ", "musée Picasso")."""
+    before = _PREV_WORD.search(text, max(0, start - 30), start)
+    return before is not None and before.group(1).casefold() in _PLACE_BEFORE
+
+
+# Words before a name that make it a place's: "musée Picasso", "đường Nguyễn Huệ", "aeroporto Humberto Delgado".
+_PLACE_BEFORE = frozenset("aeroporto aeropuerto aéroport aeroport airport flughafen gare bahnhof stazione estação "
+                          "estación estacion station musée museo museu museum avenida rua calle ulica via jalan jl "
+                          "đường duong phố pho boulevard bd avenue rue strada viale piazza plaza praça parque parc "
+                          "jardin jardim universidad université universidade".split())
 # Surnames that open most Vietnamese names ("Trần Văn Minh"): a capitalised run starting with one is a name.
 _VIET_SURNAMES = frozenset("nguyễn trần lê phạm hoàng huỳnh phan vũ võ đặng bùi đỗ hồ ngô dương lý đinh trương "
                            "lâm mai cao tạ quách lương".split())
@@ -271,7 +291,12 @@ _TRAVEL_BEFORE = re.compile(r"(?i)\b(?:fly|flying|flew|flight|flights|to|from|in
                             r"leave|leaving|arrive|arriving|land|landing|reach|stay|staying|trip|tour|hotel|hotels)\s+$")
 _BOOKED_FOR = re.compile(r"(?i)\b(?:booking|booked|reservation|reserved|reserve|table|room|ticket|tickets|seat|seats)"
                          r"\s+(?:is\s+|was\s+|are\s+)?(?:for|under|in the name of)\s+")
-_PLACE_TAILS = frozenset("tor platz kirche brücke turm markt kulesi camii sarayı köprüsü meydanı".split())
+_PLACE_TAILS = frozenset("tor platz kirche brücke turm markt kulesi camii sarayı köprüsü meydanı mosque masjid "
+                         "mahal palace cathedral church temple museum gallery square bridge tower station airport "
+                         "stadium university hospital street road avenue boulevard allee straße strasse gasse weg "
+                         "ring damm ufer gatan vägen vej park garden gardens memorial monument mausoleum".split())
+# One hyphenated word that is a street or a square: "Karl-Marx-Allee", "Friedrich-Ebert-Straße", "Olof-Palme-Platz".
+_STREET_WORD = re.compile(r"(?i)-(?:allee|straße|strasse|str\.?|platz|gasse|weg|ring|damm|ufer|brücke|gatan|vägen|vej)$")
 _PREV_WORD = re.compile(r"([^\W\d_]+)\s+$")
 # Product and model nouns of other languages before a model's name ("la chaqueta Lucía", "die Jacke Emil").
 _MODEL_NOUNS = frozenset("""
@@ -474,6 +499,13 @@ class NameFinder:
             return True  # "Adidas Sambas", "Dyson Airwraps", "Calvin Klein"
         if run[0].key in _PLACE_HEADS and len(run) > 1:
             return True  # "Mt Fuji", "Wadi Rum", "Lake Bled", "Cabo da Roca"
+        if any(_STREET_WORD.search(t.text) for t in run):
+            return True  # "Karl-Marx-Allee": a street named after somebody
+        if _after_place_word(text, run[0].start):
+            return True  # "musée Picasso", "đường Nguyễn Huệ"
+        tail = re.match(r"\s+([A-Z][^\W\d_]+)", text[run[-1].end : run[-1].end + 30])
+        if tail is not None and tail.group(1).casefold() in _PLACE_TAILS:
+            return True  # "Sheikh Zayed Grand Mosque", "Picasso Museum": the place's word after the name
         if len(run) > 1 and ((run[0].key in _MODEL_NOUNS and not (lex is not None and lex.is_name(run[0].key)))
                              or run[-1].key in _PLACE_TAILS):
             return True  # "die Jacke Emil", "Brandenburger Tor", "Galata Kulesi"
@@ -538,7 +570,7 @@ class NameFinder:
             spans.extend(self._booked_for(text))
             spans.extend(m.span(1) if m.group(1) else m.span(2) for m in _CJK_HONORIFIC.finditer(text))
             spans.extend(m.span("name") for m in _CJK_SIGNOFF.finditer(text) if _signoff_name(m.group("name")))
-            spans.extend(self._vietnamese(toks))
+            spans.extend((a, b) for a, b in self._vietnamese(toks) if not _after_place_word(text, a))
             spans.extend(self._lower_pairs(text, toks))
             spans.extend(self._initials(text))
             spans.extend(self._foreign_script(text, toks))

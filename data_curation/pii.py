@@ -34,13 +34,13 @@ from dataclasses import dataclass
 import phonenumbers
 from phonenumbers import Leniency, PhoneNumberMatcher
 
-from data_curation.address import STREET_TYPES, find_addresses
+from data_curation.address import STREET_TYPES, TRIP_OR_MODEL_BEFORE, find_addresses
 from data_curation.lexicon import load_lexicon
 from data_curation.names import NameFinder
 from data_curation.ner import DEFAULT_MODEL as DEFAULT_NER_MODEL
 from data_curation.ner import SpacyPersons
 
-PII_RULES_VERSION = 10
+PII_RULES_VERSION = 11
 """Bumped whenever a detector changes what it finds (curation stages that scrub then re-run)."""
 PII_TYPES: tuple[str, ...] = ("EMAIL", "IBAN", "CARD", "IP", "ORDER_ID", "NATIONAL_ID", "ADDRESS", "PHONE", "NAME")
 """Every type the scrubber knows, in overlap-priority order."""
@@ -412,6 +412,9 @@ _MONEY_AFTER = re.compile(r"(?i)^\s*(?:[$€£¥₹₩₽]|rs\b|inr|usd|eur|euro
 _TIME = re.compile(r"\d{1,2}[:.h]\d{2}(?::\d{2})?")
 
 
+_CAMEL_BEFORE = re.compile(r"\b[A-Z][a-z]+[A-Z][A-Za-z]*\s+$")  # "PowerCore 10000": a model's name, then its number
+
+
 def _id_backstop(text: str, taken: Sequence[Detection]) -> Iterator[Detection]:
     for m in _ID_BACKSTOP.finditer(text):
         raw = m.group()
@@ -440,8 +443,12 @@ def _id_backstop(text: str, taken: Sequence[Detection]) -> Iterator[Detection]:
                                         or _AMOUNT_AFTER.match(text[m.end():m.end() + 10]))):
             continue
         if _VERSION_CUE.search(text, max(0, m.start() - 12), m.start()) \
-                or _PRODUCT_CODE_CUE.search(text, max(0, m.start() - 24), m.start()):
-            continue
+                or _PRODUCT_CODE_CUE.search(text, max(0, m.start() - 24), m.start()) \
+                or (core.isdigit() and len(core) <= 5 and not _ORDER_CONTEXT.search(text, max(0, m.start() - 40),
+                                                                        m.start()) and (
+                    _CAMEL_BEFORE.search(text, max(0, m.start() - 30), m.start())
+                    or TRIP_OR_MODEL_BEFORE.search(text, max(0, m.start() - 40), m.start()))):
+            continue  # "PowerCore 10000", "the Rajdhani 12952": a model's or a train's number
         compact = re.sub(r"[ -]", "", core)
         if (len(compact) == 13 and compact.isdigit() and _ean13_ok(compact)) or _isbn10_ok(compact):
             continue  # a barcode or a book's ISBN names a product, not a person

@@ -355,3 +355,27 @@ MORE_SHAPES = [
 @pytest.mark.parametrize(("text", "expected"), MORE_SHAPES, ids=[t[:36] for t, _ in MORE_SHAPES])
 def test_glued_references_dates_units_and_cues_of_other_languages(scrubber: Scrubber, text: str, expected: str) -> None:
     assert scrubber.scrub(text)[0] == expected
+
+
+# Precision on text of other languages and travel talk (written for this test): chat words that are no names, places
+# named after people, a model's or a train's number that is no post code; and name cues of other languages.
+OTHER_LANGUAGES = [
+    ("Habari, simu yangu imefika? Asante", "Habari, simu yangu imefika? Asante"),
+    ("Mera order kab aayega bhai", "Mera order kab aayega bhai"),
+    ("Kak, ada warna lain? Terima kasih", "Kak, ada warna lain? Terima kasih"),
+    ("how far is the hotel from Aeroporto Francisco Sá Carneiro?",
+     "how far is the hotel from Aeroporto Francisco Sá Carneiro?"),
+    ("we walk down the Friedrich-Ebert-Straße to the museum", "we walk down the Friedrich-Ebert-Straße to the museum"),
+    ("is the musée Rodin open on Monday?", "is the musée Rodin open on Monday?"),
+    ("we visit the Hassan Mosque at 10", "we visit the Hassan Mosque at 10"),
+    ("the SoundCore 20000 power bank in black", "the SoundCore 20000 power bank in black"),
+    ("our train is the Rajdhani 12952, Mumbai to Delhi", "our train is the Rajdhani 12952, Mumbai to Delhi"),
+    ("Jina langu ni Wanjiru Kamau, nipo Thika", "Jina langu ni <NAME>, nipo Thika"),
+    ("mera naam Rohit Verma hai", "mera naam <NAME> hai"),
+    ("Imię i nazwisko: Grzegorz Brzęczyszczykiewicz", "Imię i nazwisko: <NAME>"),
+]
+
+
+@pytest.mark.parametrize(("text", "expected"), OTHER_LANGUAGES, ids=[t[:36] for t, _ in OTHER_LANGUAGES])
+def test_other_languages_places_and_numbers(scrubber: Scrubber, text: str, expected: str) -> None:
+    assert scrubber.scrub(text)[0] == expected
