@@ -19,6 +19,7 @@ are known names ("my name is lena chen").
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Sequence
 from functools import lru_cache
 from importlib import resources
@@ -267,6 +268,16 @@ _PLACE_BEFORE = frozenset("aeroporto aeropuerto aéroport aeroport airport flugh
                           "estación estacion station musée museo museu museum avenida rua calle ulica via jalan jl "
                           "đường duong phố pho boulevard bd avenue rue strada viale piazza plaza praça parque parc "
                           "jardin jardim universidad université universidade".split())
+_NICKNAMED = re.compile(r"\b([A-ZÀ-Þ][^\W\d_]+)\s+[\"“'‘][A-ZÀ-Þ][^\W\d_]+[\"”'’]\s+[A-ZÀ-Þ][^\W\d_]+"
+                        r"(?:[ -][A-ZÀ-Þ][^\W\d_]+)?")
+
+
+def fold_viet(word: str) -> str:
+    """A Vietnamese word without its tones and marks ("tuấn" -> "tuan", "đức" -> "duc")."""
+    return "".join(c for c in unicodedata.normalize("NFKD", word.replace("đ", "d").replace("Đ", "D"))
+                   if not unicodedata.combining(c))
+
+
 # Surnames that open most Vietnamese names ("Trần Văn Minh"): a capitalised run starting with one is a name.
 _VIET_SURNAMES = frozenset("nguyễn trần lê phạm hoàng huỳnh phan vũ võ đặng bùi đỗ hồ ngô dương lý đinh trương "
                            "lâm mai cao tạ quách lương".split())
@@ -571,6 +582,8 @@ class NameFinder:
             spans.extend(m.span(1) if m.group(1) else m.span(2) for m in _CJK_HONORIFIC.finditer(text))
             spans.extend(m.span("name") for m in _CJK_SIGNOFF.finditer(text) if _signoff_name(m.group("name")))
             spans.extend((a, b) for a, b in self._vietnamese(toks) if not _after_place_word(text, a))
+            spans.extend(self._surname_first(toks))
+            spans.extend(self._nicknamed(text))
             spans.extend(self._lower_pairs(text, toks))
             spans.extend(self._initials(text))
             spans.extend(self._foreign_script(text, toks))
@@ -638,6 +651,36 @@ class NameFinder:
                 out.append((run[0].start, run[-1].end))
             k = j
         return out
+
+    def _surname_first(self, toks: list[_Tok]) -> list[tuple[int, int]]:
+        """A surname in capitals, then the given names, as forms and East Asian usage write them ("TANAKA Hiroshi",
+        "KIM Ji-woo", "NGUYỄN Văn An", "PHẠM MINH TUẤN"): a known surname in capitals and a known given name after."""
+        lex = self.lexicon
+        assert lex is not None
+        out = []
+        for i, tok in enumerate(toks[:-1]):
+            if not (len(tok.text) > 1 and tok.text.isupper() and tok.latin) or tok.key in _NOT_NAMES \
+                    or tok.key in lex.brands or tok.key in self.protected:
+                continue
+            viet = tok.key in _VIET_SURNAMES or tok.key in _VIET_PLAIN
+            if not (viet or (tok.key in lex.last and tok.key not in lex.common and tok.key not in lex.frequent)):
+                continue  # "I LOVE Paris", "SALE Maria collection": a common word in capitals is no surname
+            j = i + 1
+            while j < len(toks) and j - i < 4 and toks[j].start - toks[j - 1].end == 1 and (
+                    toks[j].titled or (viet and toks[j].text.isupper())) and toks[j].key not in _NOT_NAMES:
+                j += 1
+            given = toks[i + 1 : j]
+            if given and all(t.key in lex.first or "-" in t.key or t.key in _VIET_GIVEN or fold_viet(t.key) in _VIET_GIVEN
+                             for t in given) and not any(t.key in lex.brands for t in given):
+                out.append((tok.start, toks[j - 1].end))
+        return out
+
+    def _nicknamed(self, text: str) -> list[tuple[int, int]]:
+        """A name with a nickname in quotes inside it: 'Guadalupe "Lupita" Hernández', "Elizabeth 'Libby' Ferguson"."""
+        lex = self.lexicon
+        assert lex is not None
+        return [m.span() for m in _NICKNAMED.finditer(text)
+                if m.group(1).casefold() in lex.first and m.group(1).casefold() not in _NOT_NAMES]
 
     def _initials(self, text: str) -> list[tuple[int, int]]:
         """An initial and a surname: "D. Verhoeven", "M. de Vries-Bakker", "J.R. Okafor"."""

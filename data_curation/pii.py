@@ -40,7 +40,7 @@ from data_curation.names import NameFinder
 from data_curation.ner import DEFAULT_MODEL as DEFAULT_NER_MODEL
 from data_curation.ner import SpacyPersons
 
-PII_RULES_VERSION = 11
+PII_RULES_VERSION = 12
 """Bumped whenever a detector changes what it finds (curation stages that scrub then re-run)."""
 PII_TYPES: tuple[str, ...] = ("EMAIL", "IBAN", "CARD", "IP", "ORDER_ID", "NATIONAL_ID", "ADDRESS", "PHONE", "NAME")
 """Every type the scrubber knows, in overlap-priority order."""
@@ -60,7 +60,9 @@ class Detection:
 # -- structured types ----------------------------------------------------------------------------
 _EMAIL = re.compile(
     r"(?<![\w.%+'-])[\w][\w.%+'-]*@(?:[^\W_](?:[\w-]*[^\W_])?\.)+(?:[A-Za-z]{2,24}|xn--[a-z0-9-]+)(?![\w-])"
-    r"|(?<![\w.+-])[\w.+-]+(?:\s*[\[(]dot[\])]\s*[\w+-]+)*\s*[\[(]at[\])]\s*[\w-]+(?:\s*(?:[\[(]dot[\])]|\.)\s*[\w-]+)+"
+    r"|(?<![\w.+-])[\w.+-]+(?:\s*[\[(](?:dot|punto|ponto|point)[\])]\s*[\w+-]+)*\s*"
+    r"[\[(](?:at|arroba|chiocciola|arobase|klammeraffe)[\])]\s*[\w-]+"
+    r"(?:\s*(?:[\[(](?:dot|punto|ponto|point)[\])]|\.)\s*[\w-]+)+"
     r"|(?i:(?<![\w.+-])[\w.+-]+@[\w-]+(?:\s+dot\s+[\w-]+)+)"  # "o.ndiaye@ucad dot sn"
     # "lena dot k at gmx dot de": spelt-out forms need a known top-level domain at the end
     r"|(?i:(?<![\w.+-])[\w.+-]+(?:\s+dot\s+[\w+-]+)*\s+at\s+[\w-]+(?:\s+dot\s+[\w-]+)*(?:\s+dot\s+|\.)"
@@ -872,9 +874,12 @@ class PhoneFinder:
             if not spans and digits <= 15 and re.fullmatch(r"\(?\d[\d ()./-]*\d", sub):
                 spans.add((0, len(sub)))  # "Tlf 412 55 093": 8-15 digits right after a phone cue
         for s, e in spans:
-            yield Detection(start + s, start + e, "PHONE")
+            ext = _EXTENSION.match(text, start + e)  # "(415) 555-0139 ext. 22", "418 555-0172 poste 4"
+            yield Detection(start + s, ext.end() if ext else start + e, "PHONE")
 
 
+_EXTENSION = re.compile(r"(?i)\s*,?\s*(?:ext\.?|extension|x|poste|durchwahl|dw\.?|int\.?|interno|ramal|anexo)\s*"
+                        r"\d{1,5}\b")
 _HONORIFICS = re.compile(r"(?i)(?:(?:mr|mrs|ms|miss|mx|dr|prof|madame|monsieur|mme|mlle|herr|frau|señora?|sra?|"
                          r"srta|signora?|sig|senhora?|sayın|attn:?|c/o)\.?\s+)+")
 
@@ -896,6 +901,22 @@ def _glued_references(text: str, found: list[Detection]) -> list[Detection]:
                 d = Detection(before.start() if before else d.start, after.end() if after else d.end, kind)
         out.append(d)
     return out
+
+
+def _phones_past_addresses(text: str, found: list[Detection], phones: list[Detection]) -> list[Detection]:
+    """``found`` with the phone numbers: one that runs past an address's end cuts the address before it ("…, 4000-123
+    Porto 912 448 305": the address had taken "912 448"); one inside an address stays the address's."""
+    addresses = [d for d in found if d.type == "ADDRESS"]
+    out = [d for d in found if d.type != "ADDRESS"]
+    for p in phones:
+        hit = [a for a in addresses if a.start < p.end and a.end > p.start]
+        if hit and not all(a.start < p.start and a.end < p.end for a in hit):
+            continue  # a number inside an address
+        for a in hit:
+            addresses[addresses.index(a)] = Detection(a.start, a.start + len(text[a.start:p.start].rstrip(" ,;:-/")),
+                                                      "ADDRESS")
+        out.append(p)
+    return out + [a for a in addresses if a.end > a.start]
 
 
 _STREET_TYPE = re.compile(rf"(?i)(?:{STREET_TYPES})(?![^\W\d_])\s*")
@@ -991,7 +1012,8 @@ class Scrubber:
             for detector in (_iban, _cards, _card_fragments, _ips, _order_ids, _national_ids, _addresses, _iban_cued):
                 found.extend(detector(text))
             found, tails = _cut_addresses(text, resolve(_cued_not_cards(text, found)))
-            found.extend(self.phones.find(text, found))
+            found = _phones_past_addresses(text, found, list(self.phones.find(
+                text, [d for d in found if d.type != "ADDRESS"])))
             found = _glued_references(text, _address_chains(text, [*found, *_id_backstop(text, found)]))
         elif "#" in text:
             found.extend(_order_ids(text))

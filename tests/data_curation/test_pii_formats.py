@@ -379,3 +379,21 @@ OTHER_LANGUAGES = [
 @pytest.mark.parametrize(("text", "expected"), OTHER_LANGUAGES, ids=[t[:36] for t, _ in OTHER_LANGUAGES])
 def test_other_languages_places_and_numbers(scrubber: Scrubber, text: str, expected: str) -> None:
     assert scrubber.scrub(text)[0] == expected
+
+
+# Forms and numbers of other countries (written for this test): a phone's extension, an e-mail with "(arroba)", a
+# surname in capitals before the given name, a nickname in quotes, a phone right after an address.
+FORMS = [
+    ("ring (212) 555-0184 ext. 31 after lunch", "ring <PHONE> after lunch"),
+    ("mi correo es lucia.ferrer (arroba) gmail.com", "mi correo es <EMAIL>"),
+    ("Passenger: SUZUKI Haruto, seat 14C", "Passenger: <NAME>, seat 14C"),
+    ("Họ và tên: TRẦN THỊ MAI", "Họ và tên: <NAME>"),
+    ("BIG SALE Maria collection in stock", "BIG SALE Maria collection in stock"),
+    ("the parcel is for Roberto \"Beto\" Sandoval", "the parcel is for <NAME>"),
+    ("adresse : Rue de la Loi 16, 1000 Bruxelles 0475 21 84 36. merci", "adresse : <ADDRESS> <PHONE>. merci"),
+]
+
+
+@pytest.mark.parametrize(("text", "expected"), FORMS, ids=[t[:36] for t, _ in FORMS])
+def test_forms_and_numbers_of_other_countries(scrubber: Scrubber, text: str, expected: str) -> None:
+    assert scrubber.scrub(text)[0] == expected
