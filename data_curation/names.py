@@ -272,7 +272,7 @@ _NICKNAMED = re.compile(r"\b([A-ZÀ-Þ][^\W\d_]+)\s+[\"“'‘][A-ZÀ-Þ][^\W\d_
                         r"(?:[ -][A-ZÀ-Þ][^\W\d_]+)?")
 
 
-def fold_viet(word: str) -> str:
+def _fold_viet(word: str) -> str:
     """A Vietnamese word without its tones and marks ("tuấn" -> "tuan", "đức" -> "duc")."""
     return "".join(c for c in unicodedata.normalize("NFKD", word.replace("đ", "d").replace("Đ", "D"))
                    if not unicodedata.combining(c))
@@ -303,9 +303,11 @@ _TRAVEL_BEFORE = re.compile(r"(?i)\b(?:fly|flying|flew|flight|flights|to|from|in
 _BOOKED_FOR = re.compile(r"(?i)\b(?:booking|booked|reservation|reserved|reserve|table|room|ticket|tickets|seat|seats)"
                          r"\s+(?:is\s+|was\s+|are\s+)?(?:for|under|in the name of)\s+")
 _PLACE_TAILS = frozenset("tor platz kirche brücke turm markt kulesi camii sarayı köprüsü meydanı mosque masjid "
-                         "mahal palace cathedral church temple museum gallery square bridge tower station airport "
-                         "stadium university hospital street road avenue boulevard allee straße strasse gasse weg "
-                         "ring damm ufer gatan vägen vej park garden gardens memorial monument mausoleum".split())
+                         "mahal palace cathedral museum gallery square station airport stadium university hospital "
+                         "street road avenue boulevard allee straße strasse gasse damm ufer gatan vägen vej memorial "
+                         "monument mausoleum".split())
+"""Words after a name that make it a place's ("Sheikh Zayed Grand Mosque", "Picasso Museum"); not the ones that are
+surnames too ("Park", "Church", "Temple", "Bridge")."""
 # One hyphenated word that is a street or a square: "Karl-Marx-Allee", "Friedrich-Ebert-Straße", "Olof-Palme-Platz".
 _STREET_WORD = re.compile(r"(?i)-(?:allee|straße|strasse|str\.?|platz|gasse|weg|ring|damm|ufer|brücke|gatan|vägen|vej)$")
 _PREV_WORD = re.compile(r"([^\W\d_]+)\s+$")
@@ -670,7 +672,7 @@ class NameFinder:
                     toks[j].titled or (viet and toks[j].text.isupper())) and toks[j].key not in _NOT_NAMES:
                 j += 1
             given = toks[i + 1 : j]
-            if given and all(t.key in lex.first or "-" in t.key or t.key in _VIET_GIVEN or fold_viet(t.key) in _VIET_GIVEN
+            if given and all(t.key in lex.first or "-" in t.key or t.key in _VIET_GIVEN or _fold_viet(t.key) in _VIET_GIVEN
                              for t in given) and not any(t.key in lex.brands for t in given):
                 out.append((tok.start, toks[j - 1].end))
         return out
