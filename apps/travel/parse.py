@@ -78,6 +78,8 @@ def time_window(text: str) -> tuple[int, int] | None:
                 start = shared
         if start is None or end is None:
             continue
+        if end == 0 < start:
+            end = 24 * 60  # "6:30pm to 12am", "18:30 until 00:00": midnight closing the day
         if end <= start and p2 is None and end + 720 > start:
             end += 720
         if 0 <= start < end <= 24 * 60:
@@ -135,6 +137,8 @@ def _cued_window(text: str) -> tuple[int, int] | None:
         elif end is None and (_UNTIL_CUE.search(before) or _END_AFTER_CLOCK.match(text[m.end():])):
             end = minutes
     if start is not None and end is not None:
+        if end == 0 < start:
+            end = 24 * 60  # "back by 12am": midnight
         if end <= start and end < 720 < end + 720:
             end += 720
         if 0 <= start < end <= 24 * 60:

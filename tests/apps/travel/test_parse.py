@@ -127,6 +127,10 @@ def test_text_constraints_read_start_end_budget_level_and_avoidances() -> None:
     ("He has specifically requested a jazz club; this is not optional.", {"must_categories": ["jazz_club"]}),
     ("must-do: somewhere for a cup of tea", {"must_categories": ["cafe"]}),
     ("we're going out Tuesday, need to be back by 6pm", {"must_categories": None}),  # "going out" is no nightlife
+    # midnight written as 12am or 00:00 closes the day (an evening's end)
+    ("Saturday night, 7:30pm to 12am", {"start_min": 1170, "end_min": 1440}),
+    ("from 18:00 until 00:00 on Friday", {"start_min": 1080, "end_min": 1440}),
+    ("heading out at 8pm, back by 12am", {"start_min": 1200, "end_min": 1440}),
 ])
 def test_text_constraints_read_outside_wordings(text: str, expected: dict[str, Any]) -> None:
     got = text_constraints(text, POIS)
