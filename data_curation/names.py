@@ -503,7 +503,10 @@ class NameFinder:
         """``the Salomon boots``, ``an Eames chair``, ``Café Central``: an article before, a product or
         place noun in or after the run."""
         lex = self.lexicon
-        if any((t.key in PRODUCT_NOUNS and not (k == 0 < len(run) - 1 and lex is not None and t.key in lex.first))
+        surname = lex is not None and len(run) >= 2 and run[0].key in lex.first and run[-1].key in lex.last \
+            and run[0].titled and run[-1].titled and self._person_cued(text, run)  # "please ask Emma Park"
+        if any((t.key in PRODUCT_NOUNS and not (k == 0 < len(run) - 1 and lex is not None and t.key in lex.first)
+                and not (surname and k == len(run) - 1))
                or (len(t.text) > 1 and t.text.isupper()) for k, t in enumerate(run)):
             return True  # "Café Central", "Bose QC Ultra" (but "River Castellanos")
         if self.lexicon is not None and (any(t.key in self.lexicon.brands for t in run) or any(
@@ -558,6 +561,15 @@ class NameFinder:
         key = nxt.group().casefold()
         return nxt.group().islower() and (key in PRODUCT_NOUNS or key.rstrip("s") in PRODUCT_NOUNS
                                           or key in self.protected)
+
+    @staticmethod
+    def _person_cued(text: str, run: list[_Tok]) -> bool:
+        """Words around a run that take a person: a cue before it ("ask", "my friend", "deliver to") or a person's
+        verb after it ("will collect")."""
+        before = text[max(0, run[0].start - 40) : run[0].start].casefold()
+        return bool(_PERSON_OBJECT.search(before) or _STRONG.search(before) or _KIN.search(before)
+                    or _PERSON_AFTER.match(text, run[-1].end)
+                    or (_MODAL_BEFORE.search(before) and _ACTION_AFTER.match(text, run[-1].end)))
 
     def _ordinary(self, tok: _Tok) -> bool:
         """A word that is no evidence of a name on its own: catalog vocabulary, a place, a lower-case word."""

@@ -329,6 +329,10 @@ AROUND = [
     ("call me when the Jordan 4 is back", "call me when the Jordan 4 is back"),
     ("me, mum and dad want the family pass", "me, mum and dad want the family pass"),
     ("Paris, the city of light, is our first stop", "Paris, the city of light, is our first stop"),
+    # a surname that is also a product or place word, after a person cue; the place itself stays
+    ("please ask Olivia Park at the front desk", "please ask <NAME> at the front desk"),
+    ("deliver to Grace Bell please", "deliver to <NAME> please"),
+    ("we walked through Victoria Park at dusk", "we walked through Victoria Park at dusk"),
 ]
 
 
