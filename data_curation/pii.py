@@ -40,7 +40,7 @@ from data_curation.names import NameFinder
 from data_curation.ner import DEFAULT_MODEL as DEFAULT_NER_MODEL
 from data_curation.ner import SpacyPersons
 
-PII_RULES_VERSION = 13
+PII_RULES_VERSION = 14
 """Bumped whenever a detector changes what it finds (curation stages that scrub then re-run)."""
 PII_TYPES: tuple[str, ...] = ("EMAIL", "IBAN", "CARD", "IP", "ORDER_ID", "NATIONAL_ID", "ADDRESS", "PHONE", "NAME")
 """Every type the scrubber knows, in overlap-priority order."""
@@ -903,6 +903,40 @@ def _glued_references(text: str, found: list[Detection]) -> list[Detection]:
     return out
 
 
+# Directions that complete an address where streets have no numbers or the rider needs a landmark: "(opposite the
+# Total filling station)", "(tapat ng 7-Eleven, kulay asul na gate)", "Hanuman Mandir ke peeche, Andheri East".
+_DIRECTION = (r"(?:opposite|near(?:by)?|behind|next to|beside|across from|in front of|close to|facing|adjacent to|"
+              r"frente a|enfrente de|cerca de|detrás de|detras de|atrás de|atras de|al lado de|junto a|entre|"
+              r"em frente|perto de|ao lado de|próximo a|proximo a|derrière|derriere|près de|pres de|en face de|"
+              r"à côté de|a cote de|gegenüber|gegenuber|neben|hinter|depan|dekat|belakang|samping|seberang|sebelah|"
+              r"tapat ng|malapit sa|katabi ng|likod ng|nyuma ya|karibu na|mbele ya|kando ya|ke peeche|ke piche|"
+              r"ke paas|ke saamne|ke samne|7ad|janb|wara)")
+_DIRECTIONS_AFTER = re.compile(rf"(?i)\s*(?:\(\s*(?:[^\s()]+\s+){{0,3}}?{_DIRECTION}\b[^)\n]{{0,120}}\)"
+                               rf"|\s*,\s*{_DIRECTION}\b[^.!?\n]{{0,100}})")
+_DIRECTION_GAP = re.compile(rf"(?i)\s*(?:{_DIRECTION})\s*,?\s*")
+
+
+def _with_directions(text: str, found: list[Detection]) -> list[Detection]:
+    """Addresses grown over the directions right after them, and joined across one ("… Hanuman Mandir ke peeche,
+    Andheri East …"); never over another value."""
+    others = sorted(d.start for d in found if d.type != "ADDRESS")
+    addresses = sorted((d for d in found if d.type == "ADDRESS"), key=lambda d: d.start)
+    out = [d for d in found if d.type != "ADDRESS"]
+    grown: list[Detection] = []
+    for d in addresses:
+        if grown and _DIRECTION_GAP.fullmatch(text, grown[-1].end, d.start):
+            grown[-1] = Detection(grown[-1].start, max(grown[-1].end, d.end), "ADDRESS")
+            continue
+        grown.append(d)
+    for d in grown:
+        m = _DIRECTIONS_AFTER.match(text, d.end)
+        limit = next((s for s in others if s >= d.end), len(text))
+        if m is not None and m.end() <= limit:
+            d = Detection(d.start, d.start + len(text[d.start:m.end()].rstrip(" ,;")), "ADDRESS")
+        out.append(d)
+    return out
+
+
 def _phones_past_addresses(text: str, found: list[Detection], phones: list[Detection]) -> list[Detection]:
     """``found`` with the phone numbers: one that runs past an address's end cuts the address before it ("…, 4000-123
     Porto 912 448 305": the address had taken "912 448"); one inside an address stays the address's."""
@@ -1015,6 +1049,7 @@ class Scrubber:
             found = _phones_past_addresses(text, found, list(self.phones.find(
                 text, [d for d in found if d.type != "ADDRESS"])))
             found = _glued_references(text, _address_chains(text, [*found, *_id_backstop(text, found)]))
+            found = _with_directions(text, found)
         elif "#" in text:
             found.extend(_order_ids(text))
         names = self.names.find(text, [(d.start, d.end) for d in found])

@@ -401,3 +401,20 @@ FORMS = [
 @pytest.mark.parametrize(("text", "expected"), FORMS, ids=[t[:36] for t, _ in FORMS])
 def test_forms_and_numbers_of_other_countries(scrubber: Scrubber, text: str, expected: str) -> None:
     assert scrubber.scrub(text)[0] == expected
+
+
+# Directions that complete an address (written for this test): in brackets or after a comma, in several languages,
+# and an address joined across one; never over the phone after it.
+DIRECTIONS = [
+    ("ship to 14 Adeola Odeku Street, Victoria Island (opposite Eko Hotel), call 0803 555 1234",
+     "ship to <ADDRESS>, call <PHONE>"),
+    ("kirim ke Jl. Melati No. 9, Bekasi (rumah cat biru depan masjid)", "kirim ke <ADDRESS>"),
+    ("Flat 12, Shree Residency, Ganesh Mandir ke peeche, Kothrud, Pune 411038", "<ADDRESS>"),
+    ("the hotel is at 5 Rue Lepic, 75018 Paris. Is it near the Moulin Rouge?",
+     "the hotel is at <ADDRESS>. Is it near the Moulin Rouge?"),
+]
+
+
+@pytest.mark.parametrize(("text", "expected"), DIRECTIONS, ids=[t[:36] for t, _ in DIRECTIONS])
+def test_directions_complete_an_address(scrubber: Scrubber, text: str, expected: str) -> None:
+    assert scrubber.scrub(text)[0] == expected
