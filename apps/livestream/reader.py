@@ -622,7 +622,9 @@ class Reader:
                 previous = index - 1 if stream.on_screen(ts) is not None else index
                 alone = not refs or bool(self._compare and self._compare.search(low))
                 if previous >= 0 and alone and all(before.end() <= s or before.start() >= e for s, e, _ in refs):
-                    refs.append((before.start(), before.end(), stream.item_ids[previous]))
+                    tail = re.match(r"\s+(?:this|that|esto|este|das|ca|celui-ci)\b(?: one)?", low[before.end():])
+                    end = before.end() + (tail.end() if tail else 0)  # "the one before this" names one product
+                    refs.append((before.start(), end, stream.item_ids[previous]))
         kept: list[tuple[int, int, str]] = []
         for start, end, item_id in sorted(refs, key=lambda r: (r[0], r[0] - r[1])):  # longest first at a start
             if all(end <= s or start >= e for s, e, _ in kept):
@@ -713,8 +715,8 @@ class Reader:
         if not ids and here is not None:
             ids = [here]
         elif len(ids) == 1 and here is not None and here != ids[0] and self._compare and self._compare.search(rest) \
-                and self._this and self._this.search(rest):
-            ids = [here, *ids]
+                and self._this and any(m.group() not in ("it", "ca", "es") for m in self._this.finditer(rest)):
+            ids = [here, *ids]  # "this or the Voltix earbuds?" (not "is the previous one left or is it gone")
         products = [ctx.catalog[i] for i in ids if i in ctx.catalog]
         key = self.question_key(rest, question, products[0]) if products and not chit_chat else None
         return Reading(products, key, rest, chit_chat)

@@ -98,6 +98,7 @@ def test_reader_answers_in_many_wordings(app: AppSpec, question: str, ts: int, c
     ("el que tenías hace un momento, es impermeable?", 400, [f"{EARBUDS}.waterproof"], "No"),
     ("what time does the stream finish tonight?", 400, [], "only help with the products"),
     ("will the serum be any cheaper in the summer sales?", 400, [], "not sure"),
+    ("is the one before this still in stock or is it gone?", 400, [f"{EARBUDS}.stock"], "12 left"),  # no comparison
 ])
 def test_reader_reads_second_dev_set_kinds(app: AppSpec, question: str, ts: int, cited: list[str], says: str) -> None:
     reply, facts = _answer(app, question, ts)
