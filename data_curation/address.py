@@ -340,7 +340,7 @@ _HANGUL_PLACE = re.compile(r"[\uac00-\ud7af]+(?:특별시|광역시|시|도|구|
 
 # A number after a CamelCase or mixed word is a model's ("PowerCore 10000"); after a trip word, a train's or a
 # flight's ("Frecciarossa 9521", "train is the Vande Bharat 22436", "uçuşum PC 1172").
-MODEL_NUMBER = re.compile(r"\b[A-Z][a-z]+[A-Z][A-Za-z]*\s+\d")
+_MODEL_NUMBER = re.compile(r"\b[A-Z][a-z]+[A-Z][A-Za-z]*\s+\d")
 """A CamelCase word before a number: a model's name and number ("PowerCore 10000")."""
 TRIP_OR_MODEL_BEFORE = re.compile(
     r"(?i)\b(?:train|trains|flight|flights|flug|vuelo|voo|vol|volo|uçuş\w*|bus|coach|ferry|platform|"
@@ -381,7 +381,7 @@ def find_addresses(text: str) -> Iterator[tuple[int, int]]:
         yield _extend(text, start, end)
     for m in _ANCHOR.finditer(text):
         raw = m.group()
-        if MODEL_NUMBER.search(raw) or TRIP_OR_MODEL_BEFORE.search(text, max(0, m.start() - 40), m.start()):
+        if _MODEL_NUMBER.search(raw) or TRIP_OR_MODEL_BEFORE.search(text, max(0, m.start() - 40), m.start()):
             continue  # "PowerCore 10000", "the Vande Bharat 22436", "flight PC 1172": a model's or a trip's number
         if _SEG_STOP.match(raw):
             continue  # "I'm 004417 in your loyalty thing": a pronoun before a number is no place before a post code

@@ -443,6 +443,18 @@ def _edits1(word: str) -> set[str]:
     return deletes | swaps | changes | {a + c + b for a, b in splits for c in letters}
 
 
+@functools.lru_cache(maxsize=4096)
+def _corrected(targets: frozenset[str], text: str) -> str:
+    def fix(m: re.Match[str]) -> str:
+        w = m.group()
+        if w in targets or _known(w):
+            return w
+        return min(targets & _edits1(w), default=w)
+
+    out = re.sub(r"[a-z]{4,}", fix, text)
+    return out if out != text else ""
+
+
 def find_word(word: str, text: str) -> re.Match[str] | None:
     return re.search(r"(?<![\w])" + re.escape(word.lower()) + r"(?![\w])", text)
 
@@ -663,18 +675,9 @@ class Reader:
 
     def _corrected(self, text: str) -> str:
         """``text`` with each unknown word of 4+ letters that is one edit from a question word replaced by it
-        ('pric' -> 'price', 'batterys' -> 'batteries'); '' when nothing changes."""
-        if not self._targets:
-            return ""
-
-        def fix(m: re.Match[str]) -> str:
-            w = m.group()
-            if w in self._targets or _known(w):
-                return w
-            return min(self._targets & _edits1(w), default=w)
-
-        out = re.sub(r"[a-z]{4,}", fix, text)
-        return out if out != text else ""
+        ('pric' -> 'price', 'batterys' -> 'batteries'); '' when nothing changes. Memoised: one question asks it
+        for its clause, its whole text and its "how much"."""
+        return _corrected(self._targets, text) if self._targets else ""
 
     def question_key(self, rest: str, original: str, item: Item) -> str | None:
         """The fact a question asks about, or None when it asks for something no fact sheet has."""
