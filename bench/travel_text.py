@@ -8,11 +8,11 @@ app's no-model answer (`apps/travel/agent.py:fallback`, the greedy planner) thre
 own constraints: the reference), ``text`` (the words only, read by `apps/travel/parse.py`), and ``day asked`` (how
 many text-only requests get a question instead of a plan). Each plan is checked against the task's true
 constraints (`apps/travel/checker.py`): feasible share, mean score, and the text/structured score ratio, per kind.
-Three sets: ``world templates`` (``tasks.jsonl``: the generator's own wordings, which the reading was written
+The sets: ``world templates`` (``tasks.jsonl``: the generator's own wordings, which the reading was written
 against), ``dev wordings`` (300 requests worded by ``apps/travel/phrasings/dev/``, a first outside author's packs,
-which the reading was then improved against), ``dev3 wordings`` (300 by ``apps/travel/phrasings/dev3/``, a fourth
-author's), ``dev2 wordings`` (300 by ``apps/travel/phrasings/dev2/``, a third
-author's, improved against the same way) and ``held-out wordings`` (``heldout/tasks.jsonl``: worded by a
+which the reading was then improved against), ``dev2`` / ``dev3`` / ``dev4 wordings`` (300 each by
+``apps/travel/phrasings/dev2/`` ... ``dev4/``, a third, fourth and fifth outside author's, improved against the same
+way) and ``held-out wordings`` (``heldout/tasks.jsonl``: worded by a
 second outside author's packs, ``apps/travel/phrasings/heldout/``, that nobody tuned on), with a Wilson 95 % CI
 on the text-only feasible share and a row per family. JSON: bench/results/travel_text.json.
 """
@@ -32,7 +32,7 @@ sys.path.insert(0, str(ROOT))
 
 from apps.travel.agent import fallback, travel_app  # noqa: E402
 from apps.travel.checker import Itinerary, check_itinerary  # noqa: E402
-from apps.travel.phrasings import dev2_packs, dev3_packs, dev_packs  # noqa: E402
+from apps.travel.phrasings import DEV_SETS, dev_packs  # noqa: E402
 from apps.travel.world import HELDOUT_DIR, TravelWorldConfig, make_pois, make_tasks  # noqa: E402
 from bench.common import wilson  # noqa: E402
 from harness.agent import TurnContext  # noqa: E402
@@ -43,16 +43,16 @@ from infra.layout import TASKS_FILE  # noqa: E402
 
 
 def dev_tasks(world: Path, n: int, which: str = "dev") -> list[Task]:
-    """``n`` requests of the world's city worded by a set of development packs (``which``: dev, dev2 or dev3;
-    seeded by the world's seed)."""
+    """``n`` requests of the world's city worded by a set of development packs (``which``: a key of ``DEV_SETS``;
+    seeded by the world's seed, each set its own stream)."""
     import numpy as np
 
     config = TravelWorldConfig.model_validate(json.loads((world / "manifest.json").read_text())["config"])
     pois = make_pois(config, np.random.default_rng([config.seed, 1]))
-    packs, stream = {"dev": (dev_packs, 5), "dev2": (dev2_packs, 7), "dev3": (dev3_packs, 9)}[which]
-    if not packs():
+    packs, stream = dev_packs(which), 5 + 2 * list(DEV_SETS).index(which)  # dev 5, dev2 7, dev3 9, dev4 11
+    if not packs:
         return []
-    return list(make_tasks(config, pois, np.random.default_rng([config.seed, stream]), packs(), n))
+    return list(make_tasks(config, pois, np.random.default_rng([config.seed, stream]), packs, n))
 
 
 def run_set(app: Any, tasks: list[Task]) -> dict[str, dict[str, list[float]]]:
@@ -81,19 +81,21 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--world", type=Path, default=ROOT / "runs/demo/travel")
     ap.add_argument("--quick", action="store_true", help="the first 100 tasks of each set")
-    ap.add_argument("--sets", default=None, help="comma-separated subset of: templates, dev, dev2, dev3, held-out")
+    ap.add_argument("--sets", default=None, help=f"comma-separated subset of: templates, {', '.join(DEV_SETS)}, "
+                    "held-out")
     ap.add_argument("--out", type=Path, default=ROOT / "bench/results/travel_text.json")
     args = ap.parse_args()
     if not (args.world / TASKS_FILE).is_file():
         sys.exit(f"{args.world}: no {TASKS_FILE} (run `make demo`, or `sidekick world travel --out DIR`)")
     app = travel_app(args.world)
-    sets = {"world templates": args.world / TASKS_FILE, "dev wordings": None, "dev2 wordings": None,
-            "dev3 wordings": None, "held-out wordings": args.world / HELDOUT_DIR / TASKS_FILE}
+    sets: dict[str, Path | None] = {"world templates": args.world / TASKS_FILE,
+                                    **{f"{name} wordings": None for name in DEV_SETS},
+                                    "held-out wordings": args.world / HELDOUT_DIR / TASKS_FILE}
     if args.sets:
         wanted = {w.strip() for w in args.sets.split(",")}
         names = {name: name.split()[0].replace("world", "templates") for name in sets}
         if unknown := wanted - set(names.values()):
-            sys.exit(f"--sets: unknown {', '.join(sorted(unknown))} (templates, dev, dev2, dev3, held-out)")
+            sys.exit(f"--sets: unknown {', '.join(sorted(unknown))} (templates, {', '.join(DEV_SETS)}, held-out)")
         sets = {name: path for name, path in sets.items() if names[name] in wanted}
     result: dict[str, Any] = {"world": str(args.world), "quick": args.quick, "sets": {}}
     for name, path in sets.items():

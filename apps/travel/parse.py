@@ -21,7 +21,8 @@ _DAYS = {"mon": "mon", "monday": "mon", "tue": "tue", "tues": "tue", "tuesday": 
          "friday": "fri", "sat": "sat", "saturday": "sat", "sun": "sun", "sunday": "sun"}
 _DAY = re.compile(r"\b(" + "|".join(sorted(_DAYS, key=len, reverse=True)) + r")s?\b\.?", re.I)
 _CLOCK = r"(\d{1,2})(?:[:.h](\d{2}))?\s*(am|pm|a\.m\.|p\.m\.)?"
-_RANGE = re.compile(r"\b" + _CLOCK + r"\s*(?:-|–|—|→|to|till|until|up to|up till|up until|through|thru|and)\s*" +
+_RANGE = re.compile(r"\b" + _CLOCK + r"\s*(?:-|–|—|→|to|till|until|up to|up till|up until|through to|thru to|through|"
+                    r"thru|and)\s*" +
                     _CLOCK + r"(?![\d%])", re.I)
 _CLOCK_WORDS = ((re.compile(r"\bmidnight\b", re.I), "24:00"), (re.compile(r"\bnoon\b|\bmidday\b", re.I), "12:00"))
 _MODES = (("walk", re.compile(r"\b(?:walk(?:s|ing)?|on foot|by foot|foot|feet|pedestrian|walkable|stroll(?:ing)?|"
@@ -61,6 +62,7 @@ def time_window(text: str) -> tuple[int, int] | None:
     for word, clock in _CLOCK_WORDS:
         text = word.sub(clock, text)
     text = _CLOCK_ARTICLE.sub("", text)  # "from the 9am until the 18:00" (an article before a time, as ESL writes)
+    text = _INTERVAL.sub(r"\1 - \2", text)  # "[10am, 14:00]": an interval written as a bracketed pair
     for m in _RANGE.finditer(text):
         h1, m1, p1, h2, m2, p2 = m.groups()
         bare = m1 is None and p1 is None and m2 is None and p2 is None
@@ -87,17 +89,20 @@ def time_window(text: str) -> tuple[int, int] | None:
     return _cued_window(text)
 
 
+_BARE_CLOCK = r"(\d{1,2}(?:[:.h]\d{2})?\s*(?:am|pm)?)"
+_INTERVAL = re.compile(r"\[\s*" + _BARE_CLOCK + r"\s*[,;]\s*" + _BARE_CLOCK + r"\s*\]", re.I)
 _CLOCK_ARTICLE = re.compile(r"\b(?:the|las|la)\s+(?=\d{1,2}(?:[:.h]\d{2})?\s*(?:am|pm|a\.m\.|p\.m\.)?"
                             r"(?![\d%]|[:.]\d))", re.I)
 _START_CUE = re.compile(
     r"\b(?:from|starting(?: at| around| from)?|start(?:s|ing)?(?: at| around| from)?|leav(?:e|ing)(?: at)?|"
     r"commenc(?:e|es|ing)(?: at| from)?|start time(?: of| is)?|kick(?:ing|s)? off(?: at)?|get(?:ting)? going(?: at)?|"
-    r"set(?:ting)? (?:off|out)(?: at)?|out from|available from|"
-    r"(?:start\w*|leav\w*|begin\w*|depart\w*|set(?:ting)? (?:off|out)|head\w* out|go(?:ing)? out)\b[^.;!?\d]{0,30}\bat|"
+    r"set(?:ting)? (?:off|out)(?: at)?|head(?:s|ing)? off(?: at)?|out from|available from|"
+    r"(?:start\w*|leav\w*|begin\w*|depart\w*|set(?:ting)? (?:off|out)|head\w* (?:out|off)|go(?:ing)? out)\b"
+    r"[^.;!?\d]{0,30}\bat|"
     r"head(?:ing)? out(?: at)?|out the door(?: at)?|begin(?:ning)?(?: at)?|after|kick off(?: at)?|set off(?: at)?|"
     r"go(?:ing)? out(?: at)?|free (?:from|after)|no earlier than|not before|earliest(?: start)?(?: at| is)?|"
     r"depart(?:ure|ing)?(?: at| from)?|out|(?:mon|tues|wednes|thurs|fri|satur|sun)day,?)"
-    r"\s*(?:about |around |at )?$", re.I)
+    r"\s*[:=]?\s*(?:about |around |at )?$", re.I)
 _START_AFTER = re.compile(r"^\s*(?:onwards?|on\b|and later|or later|\((?:start|starting|departure)\))", re.I)
 _END_AFTER_CLOCK = re.compile(r"^\s*(?:\((?:end|finish|finishing|return)\)|is (?:the end|when we (?:need to |have to |"
                               r"must |should )?(?:stop|finish|end|be back)))", re.I)
@@ -109,8 +114,9 @@ _UNTIL_CUE = re.compile(
     r"(?:have|need) to be back(?: at| by)?|conclud(?:e|es|ing)(?: no later than| at| by)?|end time(?: of| is)?|"
     r"hard stop(?: at)?|stop(?:ping)? (?:at|by)|required by|(?:come|get|coming|getting) back(?: at| by)?|"
     r"(?:at )?the latest(?: by| at)?|at latest|"
-    r"arriv(?:e|al)(?: required)?(?: by| before)|must be (?:back|there|again)[^.;!?\d]{0,25}?(?: at| by| before))"
-    r"\s*(?:about |around |at )?$", re.I)
+    r"arriv(?:e|al)(?: required)?(?: by| before)|must be (?:back|there|again)[^.;!?\d]{0,25}?(?: at| by| before)|"
+    r"deadline(?: is| of)?)"
+    r"\s*[:=]?\s*(?:about |around |at )?$", re.I)
 _NOT_BEFORE = re.compile(r"(?:\bnot|n't|\b(?:cant|wont|dont)|\bnever|\bno)\b[^.;,!?\d]{0,25}\bbefore\s*"
                          r"(?:about |around |at )?$", re.I)
 """A start said as what cannot happen earlier: "we won't be ready before 5pm", "can't leave before 10"."""
@@ -157,10 +163,11 @@ def weekday(text: str) -> str | None:
 
 
 _NOT = re.compile(r"\b(?:no|not|never|without|don'?t|won'?t|can'?t|avoid|hate|instead of|rather than|"
-                  r"skip)\b(?!\s+(?:later|earlier|sooner|more|less|fewer|longer)\b)"
-                  r"[^.;,!?\u2600-\u27bf\U0001f000-\U0001faff]{0,20}$", re.I)
-"""A way of getting around ruled out: a negation shortly before it in the same clause (an emoji ends a clause, as a
-full stop does; "no later than 1pm, on foot" rules nothing out)."""
+                  r"skip)\b(?!\s+(?:later|earlier|sooner|more|less|fewer|longer|biggie|worries|problem|rush|stress)\b)"
+                  r"[^.;,!?—–\u2600-\u27bf\U0001f000-\U0001faff]{0,20}$", re.I)
+"""A way of getting around ruled out: a negation shortly before it in the same clause (an emoji or a dash ends a clause,
+as a full stop does: "no vehicles — walking only"; "no later than 1pm, on foot" and "no biggie, taxis" rule nothing
+out)."""
 
 
 def transport(text: str) -> str | None:
@@ -192,20 +199,22 @@ _MONEY = (r"(?:euros?|€|dollars?|bucks|\$|pounds?|quid|£|yen|¥|(?:eur|usd|gb
           r"cny|inr|mxn|brl|krw|nzd|zar|pln|czk|huf|aed)\b)")
 _NUMBER_WORDS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9,
                  "ten": 10, "a couple of": 2, "a few": 3}
-_N = (r"(\d{1,2}|" + "|".join(sorted(_NUMBER_WORDS, key=len, reverse=True)) + r")(?![:.]\d|\s*(?:am|pm|h)\b|\d|\s*"
+_N = (r"(?<!\d[:.])(?<!level )(?<!lvl )(?<!tier )"  # not the minutes of "18:30", not a price level
+      r"(\d{1,2}|" + "|".join(sorted(_NUMBER_WORDS, key=len, reverse=True)) + r")(?![:.]\d|\s*(?:am|pm|h)\b|\d|\s*"
       + _MONEY + r")")
 """A count: not a time ("9:30", "5pm") and not an amount of money ("60 EUR")."""
 _STOP = (r"(?:stops?|places?|visits?|spots?|sights?|venues?|attractions?|activit(?:y|ies)|locations?|destinations?|"
          r"sites?|things(?: to (?:do|see))?|points?|pois?|options?|pit stops?|outings?|excursions?)")
-_LABEL_HEAD = (r"(?:(?:required |total )?(?:number|count) of |no\.? of |# ?)?" + _STOP +
+_LABEL_HEAD = (r"(?:(?:required |total )?(?:number|count) of |no\.? of |num\.? |# ?)?" + _STOP +
                r"(?: count| number| total| required| wanted| desired| planned| requested)?")
 _LABEL = _LABEL_HEAD + r"\s*[:=—–-]\s*"
 _LABEL_BARE = _LABEL_HEAD + r"\s*[:=—–-]?\s*"
 _STOPS = (  # (pattern, which numbers are the min and the max)
-    (re.compile(_LABEL + r"min(?:imum)?\.?\s*" + _N + r"\s*[,;/]?\s*(?:and\s+)?max(?:imum)?\.?\s*" + _N, re.I),
-     "range"),
-    (re.compile(_LABEL_BARE + r"(?:from\s+|between\s+)?" + _N + r"\s*(?:-|–|~|to|or|and|until|till|up to)\s*" + _N,
-                re.I), "range"),
+    (re.compile(_LABEL + r"min(?:imum)?\.?\s*[:=]?\s*" + _N + r"\s*[,;/]?\s*(?:and\s+)?max(?:imum)?\.?\s*[:=]?\s*"
+                + _N, re.I), "range"),
+    (re.compile(r"\b" + _N + r"\s*(?:<=|≤|=<)\s*" + _LABEL_HEAD + r"\s*(?:<=|≤|=<)\s*" + _N, re.I), "range"),
+    (re.compile(_LABEL_BARE + r"(?:from\s+|between\s+)?" + _N + r"\s*(?:-|–|~|\.\.\.?|…|to|or|and|until|till|up to)\s*"
+                + _N, re.I), "range"),
     (re.compile(_LABEL + r"(?:exactly |precisely |just |only )?" + _N +
                 r"\b(?!\s*(?:min|max|or|at|to|and|-|–|until|till|tops|\+))", re.I), "both"),
     (re.compile(r"\b(?:exactly|precisely)\s+" + _N + r"\s+(?:\w+\s+)?" + _STOP, re.I), "both"),
@@ -214,11 +223,14 @@ _STOPS = (  # (pattern, which numbers are the min and the max)
      "range"),
     (re.compile(r"\b" + _N + r"\s+(?:\w+\s+)?" + _STOP + r"\s+(?:max(?:imum)?|min(?:imum)?)\s*(?:and|,)\s*" + _N +
                 r"\s+(?:min(?:imum)?|max(?:imum)?)\b", re.I), "range"),
-    (re.compile(r"\b(?:between\s+|from\s+)?" + _N + r"\s*(?:-|–|~|to|and|or|until|till|up to|through)\s*" + _N +
+    (re.compile(r"(?:>=|≥|=>)\s*" + _N + r"\s*(?:&|and|,)?\s*(?:<=|≤|=<)\s*" + _N, re.I), "range"),
+    (re.compile(r"\bmin(?:imum)?\.?\s*[:=]?\s*" + _N + r"\s*[,;/&]?\s*(?:and\s+)?max(?:imum)?\.?\s*[:=]?\s*" + _N +
                 r"\s+(?:\w+\s+)?" + _STOP, re.I), "range"),
+    (re.compile(r"\b(?:between\s+|from\s+)?" + _N + r"\s*(?:-|–|~|\.\.\.?|…|to|and|or|until|till|up to|through)\s*"
+                + _N + r"\s+(?:\w+\s+)?" + _STOP, re.I), "range"),
 )
 _MIN_CUE = re.compile(r"\b" + _N + r"\s*\+|(?:>=|≥|=>)\s*" + _N +
-                      r"|\b(?:at least|minimum(?: of| is| are| =)?|min\.?(?: is| =)?|no fewer than|"
+                      r"|\b(?:at least|minimum(?: of| is| are| =)?|min\.?(?: is| =)?|no fewer than|no less than|"
                       r"not less than|not under|not less of|(?:a |the )?lower limit(?: of| is)?)\s+" + _N +
                       r"\b|\b" + _N + r"\s+(?:(?!and\b|or\b|to\b)\w+\s+)?(?:" + _STOP +
                       r"\s+)?(?:(?:minimum|min)\b(?!\.?\s*\d)|at (?:the )?(?:very )?least|or more)", re.I)
@@ -236,7 +248,17 @@ _MUST = re.compile(  # not after "not" / "n't" / "no": "though it's not essentia
     r"(?:can'?t|cannot|won'?t|shouldn'?t) (?:miss|skip|leave out)|non[- ]?negotiable|essential|priority|"
     r"top of (?:the|my|our) list|for sure|no matter what|absolutely|mandatory|insist|a must|got to|gotta|important|"
     r"make sure|must[- ](?:see|do|have)|bucket list|really want|not leaving without|without fail|require[sd]?|"
-    r"necessary|has got to|obligatory|key|main thing)\b", re.I)
+    r"necessary|has got to|obligatory|key|main thing|need(?:s|ed)?|compulsory|fixed items?|"
+    r"(?:can'?t|cannot) (?:be )?(?:dropped|skipped|missed|leave without|go home without))\b", re.I)
+
+
+_EXACTLY = re.compile(r"\b(?:not|no|nor)\s+(?:one|a single)\s+(?:stop\s+|place\s+)?(?:more|less|fewer)\s+"
+                      r"(?:or|nor|and)\s+(?:one\s+)?(?:less|fewer|more)\b", re.I)
+
+
+_SOFT = re.compile(r"\b(?:if possible|if (?:it|they) (?:works?|fits?)|if you can|ideally|preferably|optional(?:ly)?|"
+                   r"not essential|not required|would be nice|nice to have|not a must|bonus)\b", re.I)
+"""Words that make "include X" a wish rather than a must."""
 
 
 def _number(word: str) -> int:
@@ -247,6 +269,7 @@ def stop_counts(text: str) -> tuple[int, int] | None:
     """``(min_stops, max_stops)`` the words ask for ("2 to 4 stops", "exactly three places", "at most 5 visits",
     "Stops: min 2, max 4", "maximum 5 locations, minimum 2"), or None; a bound not stated is left to the planner's
     default (1 / 8)."""
+    text = _EXACTLY.sub("", text)  # "2 stops, not one more or fewer" restates the count
     for pattern, kind in _STOPS:
         m = pattern.search(text)
         if m is None:
@@ -275,14 +298,14 @@ def stop_counts(text: str) -> tuple[int, int] | None:
 
 
 _SYNONYMS = {
-    "food": ("eat", "meal", "lunch", "dinner", "restaurant", "bite", "food", "dining"),
+    "food": ("eat", "meal", "lunch", "dinner", "restaurant", "bite", "food", "dining", "feed"),
     "cafe": ("coffee", "café", "espresso", "cup of tea", "tea room", "tearoom", "coffee shop"),
     "nightlife": ("night spot", "nightlife", "night life", "drinks", "night out", "clubbing"),
     "culture": ("cultural", "culture"), "nature": ("outdoors", "nature", "natural", "greenery", "green space"),
     "shopping": ("shop", "shopping", "retail"), "museum": ("museum", "exhibition", "exhibit"),
     "gallery": ("gallery", "galleries", "art"), "temple": ("temple", "shrine", "pagoda"),
     "castle": ("castle", "fortress", "palace", "fort"), "theatre": ("theatre", "theater", "show", "play", "musical"),
-    "ramen": ("ramen", "noodle", "noodles"),
+    "ramen": ("ramen", "noodle", "noodles", "ramen shop", "noodle shop", "ramen bar", "noodle bar"),
     "bakery": ("bakery", "bakeries", "pastry", "pastries", "bread", "croissant"),
     "street_food": ("street food", "street-food", "food stall", "food stalls", "food truck", "hawker", "street eats"),
     "fine_dining": ("fine dining", "fine-dining", "fancy dinner", "fancy restaurant", "upscale", "michelin",
@@ -290,7 +313,7 @@ _SYNONYMS = {
     "seafood": ("seafood", "sea food", "fish", "oysters", "prawns", "shellfish"),
     "park": ("park",), "garden": ("garden", "gardens", "botanical"),
     "viewpoint": ("viewpoint", "view point", "lookout", "look-out", "overlook", "observation deck", "panorama point",
-                  "panorama", "panoramic"),
+                  "panorama", "panoramic", "observation point"),
     "beach": ("beach", "seaside", "the sea", "sand"), "market": ("market", "bazaar", "flea market"),
     "mall": ("mall", "shopping centre", "shopping center"), "boutique": ("boutique", "boutiques", "little shops"),
     "bar": ("bar", "pub", "cocktail", "cocktails"), "jazz_club": ("jazz",),
@@ -304,9 +327,10 @@ def must_categories(text: str, names: Iterable[str]) -> list[str]:
     of ``text`` that says the visit must happen ("it must include seafood", "I definitely want a museum"), in the
     order named; plurals count ("museums")."""
     out: list[tuple[tuple[int, int], str]] = []
-    for k, sentence in enumerate(re.split(r"(?<=[.!?;])\s+", text)):
-        if not _MUST.search(sentence):
-            continue
+    for k, sentence in enumerate(re.split(r"(?<=[.!?;])\s+|\n", text)):  # a sentence, or a line of a list
+        cues = [m.group(0).lower() for m in _MUST.finditer(sentence)]
+        if not cues or (set(cues) <= {"include"} and _SOFT.search(sentence)):
+            continue  # "if possible, include time outdoors"
         low = sentence.lower()
         spans: list[tuple[int, int, str]] = []
         for name in names:
@@ -341,7 +365,8 @@ _END_CUE = re.compile(r"\b(?:move to|moving to|moving over to|switch(?:ing)? to|
                      r"finish(?:ing)?(?: of the day)?(?: must be| will be| is)? (?:at|in)|"
                      r"end of (?:the )?day(?: must be| is)? (?:at|in)|we go (?:in|to)|"
                      r"(?:go|move|head)(?:ing)? (?:on )?to|final destination:?|endpoint:?|end point:?|"
-                     r"chang(?:e|ing)(?: hotels?)? to|swap(?:ping)? to|drop (?:us|me) (?:off )?at|end(?: point)?:|"
+                     r"chang(?:e|ing)(?: hotels?)? to|swap(?:ping)? to|drop (?:us|me) (?:off )?at|drop[- ]?off:?|"
+                     r"end(?: point| pt| location| loc)?\s*[:=]|finish\s*:\s*at|destination\s*[:=]|"
                      r"finish:|last stop(?: has to be| must be| is| should be| will be)?:?|final stop:?|afterwards|"
                      r"tonight (?:we )?(?:sleep|stay) (?:at|in)|"
                      r"(?:sleep|stay)(?:ing)? (?:at|in) .{0,10}(?:that|the) night|second (?:hotel|night)(?: at| is)?:?|"
@@ -369,7 +394,8 @@ _WANT = re.compile(r"\b(?:(?<!n't )(?<!not )(?<!dont )wants?|ideally|would love|
                    r"if possible|desirable|optional|not required|not essential|would be nice|nice[- ]to[- ]have|"
                    r"pref(?:erences?)?)\b", re.I)
 _TAG_WORDS = {
-    "crowded": ("crowded", "crowds", "crowd", "busy", "packed", "touristy", "tourist traps", "tourist trap", "hordes",
+    "crowded": ("crowded", "crowds", "crowd", "high-crowd", "busy", "packed", "touristy", "tourist traps",
+                "tourist trap", "hordes",
                 "queues", "queue", "long lines", "lines", "mobbed", "heaving", "rammed", "throngs", "masses",
                 "overcrowded", "high-footfall", "footfall", "high traffic", "heavily visited", "touristic",
                 "heavily frequented", "frequented", "tourist sites", "tourist queues", "big crowds",
@@ -397,15 +423,16 @@ def _at(text: str, name: str) -> int:
     return max(0, text.lower().find(name.lower()))
 
 
-_AVOIDED_AFTER = re.compile(r"[\w\s-]{0,20}?\b(?:be|are|is|should be|must be|to be|get|being)\s+"
-                            r"(?:avoided|excluded|ruled out|left out|off[- ]limits)\b")
+_AVOIDED_AFTER = re.compile(r"[\w\s-]{0,20}?\b(?:(?:be|are|is|should be|must be|to be|get|being)\s+"
+                            r"(?:avoided|excluded|ruled out|left out|off[- ]limits)\b|"
+                            r"[\w\s-]{0,10}?\W{1,3}(?:please |pls )?avoid(?: them| those| it)?\W*$)")
 
 
 def _avoided(text: str, tags: Iterable[str]) -> list[str]:
     """Tags named after an avoid word in the same clause ("please avoid crowded places", "no tourist traps",
     "we'd rather not do adults-only venues"), or as "<tag>-free"."""
     out = []
-    clauses = r"(?<=[.!?;])\s+|,\s*(?=but\b)|\bbut\b|[,:]\s*(?=(?:[a-z']+\s+){0,2}?" + _WANT.pattern[2:] + r")"
+    clauses = r"(?<=[.!?;])\s+|\n|,\s*(?=but\b)|\bbut\b|[,:]\s*(?=(?:[a-z']+\s+){0,2}?" + _WANT.pattern[2:] + r")"
     for clause in re.split(clauses, text, flags=re.I):
         low = clause.lower()
         cues = [m.start() for m in _AVOID.finditer(low)]
@@ -430,12 +457,16 @@ def _avoided(text: str, tags: Iterable[str]) -> list[str]:
 
 def text_constraints(text: str, pois: Mapping[str, Poi]) -> dict[str, Any]:
     """Constraint fields (``PlanConstraints`` keys) the words of a trip request state; only what they state."""
+    text = text.replace("_", " ")  # keys written as identifiers: "t_start: 9am", "must_visit: a park"
     out: dict[str, Any] = {}
     if (counts := stop_counts(text)) is not None:
         out["min_stops"], out["max_stops"] = counts
     names = sorted({p.category for p in pois.values() if p.group not in _LODGING}
                    | {p.group for p in pois.values() if p.group not in _LODGING})
-    if musts := must_categories(text, names):
+    lodging_names = [p.name for p in pois.values() if p.group in _LODGING]
+    unlodged = re.sub("|".join(re.escape(n) for n in sorted(lodging_names, key=len, reverse=True)), "the hotel", text,
+                      flags=re.I) if lodging_names else text  # "Marlowe Hostel Museum Quarter" asks for no museum
+    if musts := must_categories(unlodged, names):
         group_of = {p.category: p.group for p in pois.values()}
         covered = {group_of[m] for m in musts if m in group_of}  # "a fine-dining dinner": fine_dining covers food
         out["must_categories"] = [m for m in musts if m in group_of or m not in covered]

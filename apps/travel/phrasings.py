@@ -54,6 +54,10 @@ or the other packs; the reading was improved against its failures after the held
 DEV3_DIR = HERE / "dev3"
 """A third development set (a fourth outside author, 2026-12-06: night owl, executive assistant, grandparents, food
 blogger, non-native English), written the same way."""
+DEV4_DIR = HERE / "dev4"
+"""A fourth development set (a fifth outside author, 2026-12-06), written the same way."""
+DEV_SETS: dict[str, Path] = {"dev": DEV_DIR, "dev2": DEV2_DIR, "dev3": DEV3_DIR, "dev4": DEV4_DIR}
+"""The development sets by name, in the order they were written (``bench/travel_text.py --sets``)."""
 KINDS = ("plan", "half_day", "evening", "with_kids")
 MODES = ("walk", "transit", "taxi")
 _SLOTS: dict[str, frozenset[str]] = {
@@ -155,26 +159,16 @@ def heldout_packs() -> tuple[TravelPack, ...]:
 
 
 @cache
-def dev_packs() -> tuple[TravelPack, ...]:
-    """Every pack in ``apps/travel/phrasings/dev/``: the wordings the reading was developed against."""
-    return _packs(DEV_DIR)
-
-
-@cache
-def dev2_packs() -> tuple[TravelPack, ...]:
-    """Every pack in ``apps/travel/phrasings/dev2/``: the second development set."""
-    return _packs(DEV2_DIR)
-
-
-@cache
-def dev3_packs() -> tuple[TravelPack, ...]:
-    """Every pack in ``apps/travel/phrasings/dev3/``: the third development set."""
-    return _packs(DEV3_DIR)
+def dev_packs(name: str = "dev") -> tuple[TravelPack, ...]:
+    """Every pack of the development set ``name`` (a key of :data:`DEV_SETS`): wordings the reading was improved
+    against."""
+    if name not in DEV_SETS:
+        raise TravelPhrasingError(f"unknown development set {name!r} (one of {', '.join(DEV_SETS)})")
+    return _packs(DEV_SETS[name])
 
 
 def main() -> None:
-    for name, packs in (("dev", dev_packs()), ("dev2", dev2_packs()), ("dev3", dev3_packs()),
-                        ("heldout", heldout_packs())):
+    for name, packs in (*((n, dev_packs(n)) for n in DEV_SETS), ("heldout", heldout_packs())):
         for p in packs:
             n = sum(len(v) for _, v in p._templates())
             print(f"{name:8s} {p.family:28s} {n:4d} templates, {len(p.phrases):3d} phrase keys")

@@ -131,10 +131,49 @@ def test_text_constraints_read_start_end_budget_level_and_avoidances() -> None:
     ("Saturday night, 7:30pm to 12am", {"start_min": 1170, "end_min": 1440}),
     ("from 18:00 until 00:00 on Friday", {"start_min": 1080, "end_min": 1440}),
     ("heading out at 8pm, back by 12am", {"start_min": 1200, "end_min": 1440}),
+    # the dev4 round (written for this test, after the dev4 packs' failures)
+    ("we head off at 8:30am and should wrap up by 4pm", {"start_min": 510, "end_min": 960}),
+    ("Thursday, 11:00 through to 7pm", {"start_min": 660, "end_min": 1140}),
+    ("when: Monday\nt_begin = 8am\nt_end = 15:00\nstart_time: 8am", {"start_min": 480, "end_min": 900}),
+    ("hours: Friday [9am, 17:30] (start, end)", {"start_min": 540, "end_min": 1050}),
+    ("out from 7pm, deadline 11pm", {"start_min": 1140, "end_min": 1380}),
+    ("2 <= stop_count <= 5", {"min_stops": 2, "max_stops": 5}),
+    ("num_places: min=1, max=3", {"min_stops": 1, "max_stops": 3}),
+    ("places: 2..4 (inclusive)", {"min_stops": 2, "max_stops": 4}),
+    ("pls >= 3 & <= 6 stops", {"min_stops": 3, "max_stops": 6}),
+    ("min 2 max 3 spots, cheap ones", {"min_stops": 2, "max_stops": 3}),
+    ("No less than 3 visits, no more than 5", {"min_stops": 3, "max_stops": 5}),
+    ("Just 3 stops, not one more or less.", {"min_stops": 3, "max_stops": 3}),
+    ("price level 2 max for all of it; no fewer than 3 places and no more than 4 places",
+     {"min_stops": 3, "max_stops": 4, "max_price_level": 2}),  # "2 max" is the price level
+    ("earliest departure 10:00, hard stop 18:30; visits: exactly 2", {"min_stops": 2, "max_stops": 2}),  # not 30
+    ("def need a jazz club tonight", {"must_categories": ["jazz_club"]}),
+    ("• Compulsory: a museum\n• Nice if it fits: coffee", {"must_categories": ["museum"]}),  # a line is a sentence
+    ("Items that cannot be dropped: a museum", {"must_categories": ["museum"]}),
+    ("Can't leave without doing a jazz club", {"must_categories": ["jazz_club"]}),
+    ("If possible, include a museum and a coffee; not essential.", {"must_categories": None}),
+    ("must_visit: somewhere for a feed", {"must_categories": ["food"]}),
+    ("No vehicles — walking only.", {"mode": "walk"}),
+    ("money's tight but no biggie and taxis everywhere", {"mode": "taxi"}),
+    ("exclude: high-crowd venues", {"avoid_tags": ["crowded"]}),
+    ("Not a fan of packed places — please avoid.", {"avoid_tags": ["crowded"]}),
 ])
 def test_text_constraints_read_outside_wordings(text: str, expected: dict[str, Any]) -> None:
     got = text_constraints(text, POIS)
     assert {k: got.get(k) for k in expected} == expected, got
+
+
+def test_lodging_names_ask_for_nothing_and_key_value_ends() -> None:
+    """A lodging whose name holds a category word ("Museum Lodge") makes no must; the end named by a key ("end pt
+    = X", "end_location: X", "finish: at X", "Drop-off: X")."""
+    pois = {**POIS, "h4": _poi("h4", "Museum Lodge", "hotel", "lodging")}
+    got = text_constraints("we must be back at the Museum Lodge by 6pm", pois)
+    assert "must_categories" not in got and got["start_poi"] == "h4"
+    for text in ("start at Olive Hostel. end pt = Harbour Inn, by 9pm", "origin: Olive Hostel\nend_location: Harbour "
+                 "Inn, arrive by 9pm", "origin: Olive Hostel\nfinish: at Harbour Inn, by 9pm",
+                 "• Drop-off: Harbour Inn by 9pm\n• We meet at Olive Hostel"):
+        got = text_constraints(text, POIS)
+        assert (got["start_poi"], got["end_poi"]) == ("h3", "h1"), text
 
 
 def test_start_and_end_lodging_from_cues_before_or_after_the_name() -> None:

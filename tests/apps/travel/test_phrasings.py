@@ -78,10 +78,12 @@ def test_world_writes_held_out_requests(tmp_path: Path) -> None:
 
 
 def test_every_shipped_pack_loads_and_families_are_unique_across_sets() -> None:
-    from apps.travel.phrasings import dev2_packs, dev_packs, heldout_packs
+    from apps.travel.phrasings import DEV_SETS, dev_packs, heldout_packs
 
-    sets = {"dev": dev_packs(), "dev2": dev2_packs(), "heldout": heldout_packs()}
+    sets = {**{name: dev_packs(name) for name in DEV_SETS}, "heldout": heldout_packs()}
     assert all(len(packs) == 5 for packs in sets.values())
+    with pytest.raises(TravelPhrasingError, match="unknown development set 'dev9'"):
+        dev_packs("dev9")
     families = [p.family for packs in sets.values() for p in packs]
     assert len(set(families)) == len(families)
     assert all(p.family.startswith(f"{name}-") for name, packs in sets.items() for p in packs)
