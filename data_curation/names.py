@@ -157,7 +157,11 @@ _PERSON_AFTER = re.compile(
     r"signs\b|signed\b|typed\b|wrote\b|recommended\b|bought\b|ordered\b|paid\b|picked\b|sent\b|gave\b|"
     r"can (?:pick|sign|collect|come|take|receive)\b|(?:and|&|\+) [Ii]\b|and me\b|from (?:\w+ ){1,2}here\b|"
     r"\((?:she|he|they|my)\b|,\s+(?:she|he|they)(?:'s|’s| is| was| will| has| said| wants| likes| loves)\b|"
-    r",\s+(?:my|our|his|her)\s+)"
+    r",\s+(?:my|our|his|her)\s+|turns \d|returned\b|just (?:asked|said|told|bought|ordered|messaged|texted)\b|"
+    # the same in other languages: "X vai receber", "X ha detto", "X a dit", "X hat gesagt", "X ne bola", "X y yo"
+    r"vai (?:receber|buscar|pegar)\b|disse\b|dijo\b|ha detto\b|a dit\b|a fait\b|hat (?:gesagt|geschrieben|sie|es|ihn)\b|"
+    r"ne (?:bola|kaha|bataya|liya|manga)\b|(?:y|e|et|und|i|ve) (?:yo|eu|moi|ich|ja|ben)\b|"
+    r"(?:abla|abi|hanım|bey|ji|bhai|didi|san|chan|kun)\b)"
     r"|['’]s\s+(?:birthday|bday|b-day|mom|mum|dad|mother|father|wife|husband|boyfriend|girlfriend|sister|brother|"
     r"son|daughter|order|address|phone|number|email|name|place|house|flat|apartment|room|size|favourite|favorite)\b"
 )
@@ -179,9 +183,11 @@ _ACTION_AFTER = re.compile(r"(?i:\s+(?:please\s+|also\s+|just\s+)?(?:pick|sign|c
 _LOWER_CUE = re.compile(r"(?:\bfor|\bto|\bfrom|\bwith|\bmom|\bmum|\bdad|\bson|\bdaughter|\bwife|\bhusband|\bfriend|"
                         r"\bbrother|\bsister|\bniece|\bnephew|\bbaby|\bgrandma|\bgrandpa|\babuela|\babuelo|\bboss|"
                         r"\bpartner|\bbf|\bgf|\bcousin|\baunt|\buncle|\bshout out(?: to)?|\bask|@|\bcall|\bring|\btext|\btag|"
-                        r"\bcontact|\bping|\bdm|\bme,|\bme and|\bme &)\s*$")
+                        r"\bcontact|\bping|\bdm|\bme,|\bme and|\bme &|\bme n|\btell|^its|^it's|^it is|\bsi|\bkay|\bni)\s*$")
 # A name closing a message: after a sentence end, a dash or nothing at all (the whole message).
-_SIGN_OFF = re.compile(r"(?:^|[.!?\n]\s+|\s[-—–~]\s*|^[-—–~]\s*|(?i:\b(?:love|thanks|thx|cheers|regards|best|xoxo|xx|bye|"
+_SIGN_OFF = re.compile(r"(?:^|[.!?\n]\s+|\s[-—–~]\s*|^[-—–~]\s*|(?i:\b(?P<thanks>love|thanks|thx|tnx|ty|tysm|cheers|"
+                       r"regards|best|xoxo|xx|bye|ngā mihi|nga mihi|mahalo|asante|terima kasih|salamat|bedankt|"
+                       r"teşekkürler|shukriya|dhanyavaad|"
                        r"ciao|merci|danke|gracias|obrigad[oa]|grazie|tack|dziękuję|спасибо|groetjes|groeten|grüße|gruß|"
                        r"saludos|abraços|beijos|bisous|cordialement|pozdrawiam|pozdrav|mvh|hälsningar|terveisin|"
                        r"selamlar|saygılarımla|с уважением),?\s+))"
@@ -224,6 +230,26 @@ _JA_SURNAMES = frozenset("佐藤 鈴木 高橋 田中 伊藤 渡辺 渡邊 山�
                          "福田 太田 西村 藤井 岡本 松田 中川 中野 原田 小野 竹内 金子 和田 中山 石田 上田 森本 原口 酒井 工藤".split())
 _HANGUL_SURNAMES = frozenset("김이박최정강조윤장임한오서신권황안송류유전홍고문양손배백허남심노하곽성차주우구민진나지엄채원천방공현"
                              "함변염여추도소석선설마길연위표명기반왕금옥육인맹제모탁국어은편용")
+
+
+_COMPOUND_BEFORE = re.compile(r"\b(?:wool|cotton|leather|silk|butter|chicken|paneer|veg|beef|pork|fish|tea|coffee|"
+                              r"the|a|an|my|your|our|their|this|that|some|any|of)\s+$")
+"""A word a lower-case candidate name would form a compound or noun phrase with ("wool poncho", "butter masala",
+"the bots")."""
+
+
+def _inflected(key: str, common: frozenset[str]) -> bool:
+    """An English inflection of a common word: "logins", "maxed", "hosting"."""
+    return any(key.endswith(suffix) and key[: -len(suffix)] + add in common
+               for suffix, add in (("s", ""), ("es", ""), ("ed", ""), ("ed", "e"), ("ing", ""), ("ing", "e"),
+                                   ("er", ""), ("ers", "")))
+
+
+def _casual(text: str) -> bool:
+    """A message typed in lower case (chat): at least five Latin words, nine in ten of them lower case."""
+    words = re.findall(r"[^\W\d_]+", text)
+    latin = [w for w in words if w.isascii() or all(ord(c) < 0x250 for c in w)]
+    return len(latin) >= 5 and sum(w.islower() for w in latin) >= 0.9 * len(latin)
 
 
 def _signoff_name(name: str) -> bool:
@@ -821,9 +847,12 @@ class NameFinder:
                    or self._lexical_name(w) for w in words):
             return []
         greeted = _GREETING.search(text[: m.start("n")]) is not None or m.group().lstrip()[:1] in "-—–~"
+        thanked = m.group("thanks") is not None and m.group("thanks").casefold() not in ("love", "best")
         if len(words) == 1 and not (self._lexical_name(words[0]) or words[0].key in self.first or (
                 greeted and words[0].titled and words[0].key in lex.first and words[0].key not in PRODUCT_WORDS
-                and not lex.is_brand_or_town(words[0].key))):
+                and not lex.is_brand_or_town(words[0].key)) or (  # "ngā mihi, Wiremu": a word no list knows
+                thanked and words[0].titled and not lex.is_name(words[0].key) and words[0].key not in lex.common
+                and not lex.is_brand_or_town(words[0].key) and words[0].key not in PRODUCT_WORDS)):
             return []  # "love, Precious 💕", "— Grant"
         return [(words[0].start, words[-1].end)]
 
@@ -903,6 +932,12 @@ class NameFinder:
             return len(tok.text) > 2 and bool(_STRONG.search(before)) if first_in_run else toks[k - 1].text.isupper()
         if first_in_run:
             return bool(_STRONG.search(before) or ((rare or double) and (_LOWER_CUE.search(before) or _KIN.search(before)))
+                        or (rare and len(tok.key) >= 4 and "-" not in tok.key and _casual(text) and lex is not None
+                            and tok.key in lex.first  # chat names people by their first names ("skincare" is a surname)
+                            and not lex.is_place(tok.key) and tok.key not in lex.brands and tok.key not in lex.frequent
+                            and tok.key not in PRODUCT_WORDS and tok.key not in self.protected
+                            and not _inflected(tok.key, lex.common)  # "logins", "maxed"
+                            and not _COMPOUND_BEFORE.search(before))
                         or ((rare or double) and lex is not None and (_PERSON_AFTER.match(text, tok.end) or (
                             _MODAL_BEFORE.search(before) and _ACTION_AFTER.match(text, tok.end)))))
         return not toks[k - 1].titled
@@ -1037,9 +1072,10 @@ class NameFinder:
                 or head in PRODUCT_WORDS or head in lex.brands \
                 or (len(keys) == 1 and lex.is_place(head) and head not in lex.top):
             return False
-        if self._product_context(text, run):
-            return False
-        if _PERSON_AFTER.match(text, run[-1].end) or (
+        after = _PERSON_AFTER.match(text, run[-1].end)
+        if self._product_context(text, run) and not (after is not None and len(after.group().split()) >= 2):
+            return False  # but "Marlene hat gesagt" (German "has said", not a hat)
+        if after is not None or (
                 run[-1].text[-2:] in ("'s", "’s") and _PERSON_AFTER.match(text, run[-1].end - 2)):
             return True  # "Grant said", "the hamper for Tamati's birthday"
         if _MODAL_BEFORE.search(before) and _ACTION_AFTER.match(text, run[-1].end):

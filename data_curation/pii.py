@@ -40,7 +40,7 @@ from data_curation.names import NameFinder
 from data_curation.ner import DEFAULT_MODEL as DEFAULT_NER_MODEL
 from data_curation.ner import SpacyPersons
 
-PII_RULES_VERSION = 14
+PII_RULES_VERSION = 15
 """Bumped whenever a detector changes what it finds (curation stages that scrub then re-run)."""
 PII_TYPES: tuple[str, ...] = ("EMAIL", "IBAN", "CARD", "IP", "ORDER_ID", "NATIONAL_ID", "ADDRESS", "PHONE", "NAME")
 """Every type the scrubber knows, in overlap-priority order."""
@@ -1091,6 +1091,13 @@ class Scrubber:
                 for d in self.detect(prefix + texts[i + 1]):
                     if d.start >= len(prefix):
                         extra.setdefault(i + 1, []).append(Detection(d.start - len(prefix), d.end - len(prefix), d.type))
+        i = 0
+        while i < len(texts) - 1:  # "call +1 (347)" / "555" / "0172 after 5pm", "…3 Quay Street" / "Galway H91…"
+            parts = self._across(texts, [dets for _, dets in out], i)
+            for start, end, kind, k in parts:
+                extra[k] = [x for x in extra.get(k, []) if x.end <= start or end <= x.start]  # the longer read wins
+                extra[k].append(Detection(start, end, kind))
+            i = max([i + 1, *(k for *_, k in parts)])  # a value read across three messages is not read again
         seen = {texts[i][d.start : d.end] for i, (_, dets) in enumerate(out) for d in dets if d.type == "NAME"}
         if seen:  # "it was bought by Sky" / "Sky Montgomery-Wells, 07700 …": a name found once is a name elsewhere
             for i, text in enumerate(texts):
@@ -1101,6 +1108,48 @@ class Scrubber:
             own = [d for d in out[i][1] if not any((d.start, d.end) == (x.start, x.end) for x in dets)]
             found = resolve([*own, *dets])
             out[i] = (_render(texts[i], found), found)
+        return out
+
+    def _across(self, texts: Sequence[str], found: Sequence[Sequence[Detection]],
+                i: int) -> list[tuple[int, int, str, int]]:
+        """Values cut by sending a message too soon: when message ``i`` ends in a value or a digit and the next one
+        is short, or starts with a digit or a dash, the two (or three, when the third is short too) are read as one
+        text, and what crosses a message boundary is split back into each message's part."""
+        text = texts[i].rstrip()
+        ends_in_value = bool(text) and (text[-1].isdigit() or any(d.end >= len(text) - 1 for d in found[i]))
+        window = [i]
+        for k in range(i + 1, min(len(texts), i + 3)):
+            nxt = texts[k].lstrip()
+            if not nxt or len(nxt) > 100 or not (ends_in_value or nxt[0].isdigit() or nxt[0] in "-–+("):
+                break
+            window.append(k)
+            text = texts[k].rstrip()
+            ends_in_value = bool(text) and text[-1].isdigit()
+        if len(window) < 2:
+            return []
+        joined, offsets = "", []
+        for k in window:
+            if joined:
+                joined += "" if texts[k].lstrip()[:1] in "-–" else " "
+            offsets.append(len(joined))
+            joined += texts[k]
+        out = []
+        for d in self.detect(joined):
+            parts = []
+            for k, off in zip(window, offsets, strict=True):
+                a, b = max(d.start, off), min(d.end, off + len(texts[k]))
+                piece = joined[a:b]
+                lead, trail = len(piece) - len(piece.lstrip(" -–,")), len(piece) - len(piece.rstrip(" -–,"))
+                if b - a - lead - trail > 0:
+                    parts.append((a - off + lead, b - off - trail, d.type, k))
+            later = [texts[k][a:b] for a, b, _, k in parts[1:]]
+            if d.type == "NAME":
+                continue  # a name's rules read a message's own words ("お届け先は山田 花子です" / "ユニクロの…です")
+            if d.type == "ADDRESS" and not all((p[:1].isupper() or p[:1].isdigit()) and any(c.isdigit() for c in p)
+                                               for p in later):
+                continue  # an address goes on with a capitalised place and a code ("Galway H91 E2K4"), not "items"
+            if len(parts) >= 2:  # only what crosses a boundary: each message's own values are found on their own
+                out.extend(parts)
         return out
 
     def scrub(self, text: str) -> tuple[str, list[Detection]]:
