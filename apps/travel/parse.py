@@ -26,7 +26,7 @@ _RANGE = re.compile(r"\b" + _CLOCK + r"\s*(?:-|–|—|→|to|till|until|up to|u
                     _CLOCK + r"(?![\d%])", re.I)
 _CLOCK_WORDS = ((re.compile(r"\bmidnight\b", re.I), "24:00"), (re.compile(r"\bnoon\b|\bmidday\b", re.I), "12:00"))
 _MODES = (("walk", re.compile(r"\b(?:walk(?:s|ing)?|on foot|by foot|foot|feet|pedestrian|walkable|stroll(?:ing)?|"
-                              r"wander(?:ing)?|hoof it|"
+                              r"wander(?:ing)?|hoof it|on feet|"
                               r"walking distance|on our feet|by legs?)\b", re.I)),
           ("taxi", re.compile(r"\b(?:taxis?|cabs?|cabbing|ubering|uber|lyft|bolt|grab|by car|drive|driving|"
                               r"ride[- ]?hail(?:ing)?|"
@@ -103,7 +103,7 @@ _START_CUE = re.compile(
     r"go(?:ing)? out(?: at)?|free (?:from|after)|no earlier than|not before|earliest(?: start)?(?: at| is)?|"
     r"depart(?:ure|ing)?(?: at| from)?|out|(?:mon|tues|wednes|thurs|fri|satur|sun)day,?)"
     r"\s*[:=]?\s*(?:about |around |at )?$", re.I)
-_START_AFTER = re.compile(r"^\s*(?:onwards?|on\b|and later|or later|\((?:start|starting|departure)\))", re.I)
+_START_AFTER_CLOCK = re.compile(r"^\s*(?:onwards?|on\b|and later|or later|\((?:start|starting|departure)\))", re.I)
 _END_AFTER_CLOCK = re.compile(r"^\s*(?:\((?:end|finish|finishing|return)\)|is (?:the end|when we (?:need to |have to |"
                               r"must |should )?(?:stop|finish|end|be back)))", re.I)
 """An end time named by what follows it: "… and at 9pm is the end", "21:00 is when we need to stop", "22:00
@@ -137,7 +137,7 @@ def _cued_window(text: str) -> tuple[int, int] | None:
         minutes = _minutes(h, mm, half)
         if minutes is None:
             continue
-        if start is None and (_START_CUE.search(before) or _START_AFTER.match(text[m.end():])
+        if start is None and (_START_CUE.search(before) or _START_AFTER_CLOCK.match(text[m.end():])
                               or _NOT_BEFORE.search(before)):
             start = minutes
         elif end is None and (_UNTIL_CUE.search(before) or _END_AFTER_CLOCK.match(text[m.end():])):
@@ -163,7 +163,8 @@ def weekday(text: str) -> str | None:
 
 
 _NOT = re.compile(r"\b(?:no|not|never|without|don'?t|won'?t|can'?t|avoid|hate|instead of|rather than|"
-                  r"skip)\b(?!\s+(?:later|earlier|sooner|more|less|fewer|longer|biggie|worries|problem|rush|stress)\b)"
+                  r"skip)\b(?!\s+(?:later|earlier|sooner|more|less|fewer|longer|biggie|worries|problem|rush|stress|"
+                  r"a dealbreaker|a deal breaker|a must|essential|necessary|required|made of money|mess)\b)"
                   r"[^.;,!?—–\u2600-\u27bf\U0001f000-\U0001faff]{0,20}$", re.I)
 """A way of getting around ruled out: a negation shortly before it in the same clause (an emoji or a dash ends a clause,
 as a full stop does: "no vehicles — walking only"; "no later than 1pm, on foot" and "no biggie, taxis" rule nothing
@@ -207,7 +208,7 @@ _STOP = (r"(?:stops?|places?|visits?|spots?|sights?|venues?|attractions?|activit
          r"sites?|things(?: to (?:do|see))?|points?|pois?|options?|pit stops?|outings?|excursions?)")
 _LABEL_HEAD = (r"(?:(?:required |total )?(?:number|count) of |no\.? of |num\.? |# ?)?" + _STOP +
                r"(?: count| number| total| required| wanted| desired| planned| requested)?")
-_LABEL = _LABEL_HEAD + r"\s*[:=—–-]\s*"
+_LABEL = _LABEL_HEAD + r"\s*(?:[:=—–-]|\bis\b)\s*"
 _LABEL_BARE = _LABEL_HEAD + r"\s*[:=—–-]?\s*"
 _STOPS = (  # (pattern, which numbers are the min and the max)
     (re.compile(_LABEL + r"min(?:imum)?\.?\s*[:=]?\s*" + _N + r"\s*[,;/]?\s*(?:and\s+)?max(?:imum)?\.?\s*[:=]?\s*"
@@ -298,26 +299,29 @@ def stop_counts(text: str) -> tuple[int, int] | None:
 
 
 _SYNONYMS = {
-    "food": ("eat", "meal", "lunch", "dinner", "restaurant", "bite", "food", "dining", "feed"),
-    "cafe": ("coffee", "café", "espresso", "cup of tea", "tea room", "tearoom", "coffee shop"),
-    "nightlife": ("night spot", "nightlife", "night life", "drinks", "night out", "clubbing"),
+    "food": ("eat", "eating", "meal", "lunch", "dinner", "restaurant", "bite", "food", "dining", "feed"),
+    "cafe": ("coffee", "café", "espresso", "cup of tea", "tea room", "tearoom", "coffee shop", "flat white", "latte",
+             "cappuccino"),
+    "nightlife": ("night spot", "nightlife", "night life", "clubbing"),  # "a night out" is the evening itself
     "culture": ("cultural", "culture"), "nature": ("outdoors", "nature", "natural", "greenery", "green space"),
     "shopping": ("shop", "shopping", "retail"), "museum": ("museum", "exhibition", "exhibit"),
     "gallery": ("gallery", "galleries", "art"), "temple": ("temple", "shrine", "pagoda"),
     "castle": ("castle", "fortress", "palace", "fort"), "theatre": ("theatre", "theater", "show", "play", "musical"),
     "ramen": ("ramen", "noodle", "noodles", "ramen shop", "noodle shop", "ramen bar", "noodle bar"),
-    "bakery": ("bakery", "bakeries", "pastry", "pastries", "bread", "croissant"),
+    "bakery": ("bakery", "bakeries", "pastry", "pastries", "bread", "croissant", "cake shop", "cakes"),
     "street_food": ("street food", "street-food", "food stall", "food stalls", "food truck", "hawker", "street eats"),
     "fine_dining": ("fine dining", "fine-dining", "fancy dinner", "fancy restaurant", "upscale", "michelin",
-                    "tasting menu", "gourmet"),
+                    "tasting menu", "gourmet", "high-end restaurant", "upmarket restaurant", "posh restaurant",
+                    "luxury restaurant", "fancy meal", "gastronomic", "fancy sit down", "fancy sit-down"),
     "seafood": ("seafood", "sea food", "fish", "oysters", "prawns", "shellfish"),
     "park": ("park",), "garden": ("garden", "gardens", "botanical"),
     "viewpoint": ("viewpoint", "view point", "lookout", "look-out", "overlook", "observation deck", "panorama point",
                   "panorama", "panoramic", "observation point"),
     "beach": ("beach", "seaside", "the sea", "sand"), "market": ("market", "bazaar", "flea market"),
     "mall": ("mall", "shopping centre", "shopping center"), "boutique": ("boutique", "boutiques", "little shops"),
-    "bar": ("bar", "pub", "cocktail", "cocktails"), "jazz_club": ("jazz",),
-    "rooftop_lounge": ("rooftop", "roof-top", "sky bar", "skybar"),
+    "bar": ("bar", "pub", "cocktail", "cocktails", "drinks"), "jazz_club": ("jazz",),
+    "rooftop_lounge": ("rooftop", "roof-top", "sky bar", "skybar", "lounge on the roof", "bar on the roof",
+                       "roof terrace", "roof bar"),
 }
 """Other words for the world's categories and groups: a request names "noodles" for ramen, "fish" for seafood."""
 
@@ -348,18 +352,22 @@ def must_categories(text: str, names: Iterable[str]) -> list[str]:
 
 
 _START_LODGING = re.compile(r"\b(?:stay(?:ing)?|staying in|we'?re at|we are at|base(?:d)?|start(?:ing)?|hotel is|"
-                            r"hotel it is|accommodat\w*|lodging|sleep(?:ing)? (?:at|in)|booked (?:at|in)|leave from|"
-                            r"leaving from|from|"
+                            r"room is|hotel it is|accommodat\w*|lodging|sleep(?:ing)? (?:at|in)|booked (?:at|in)|"
+                            r"leave from|leaving from|from|"
                             r"check(?:ed)? in(?:to| at)?|currently at|tonight at)\b[^.;]{0,25}$", re.I)
 _START_AFTER = re.compile(r"\W{0,3}(?:so )?(?:that'?s|that is|which is|it'?s) (?:our|where we) "
                           r"(?:start|starting point|base|head out|leave)|\W{0,3}where we'?re staying|"
                           r"\W{0,3}where we are staying|"
                           r"\W{0,3}\(?(?:our )?current (?:accommodation|hotel|lodging)", re.I)
-_END_AFTER = re.compile(r"\W{0,3}(?:\(?\s*(?:our |the )?new (?:accommodation|hotel|lodging|place)|"
+_END_AFTER = re.compile(r" after(?=\s*(?:[,.;!]|$|so\b))|"  # "crashing at X after, so end there"
+                        r"\W{0,3}(?:\(?\s*(?:our |the )?new (?:accommodation|hotel|lodging|place)|"
                         r"for the (?:second )?night|that night|(?:is )?(?:our )?next (?:hotel|stop|place)|"
                         r"where we (?:sleep|stay|end))", re.I)
 _END_CUE = re.compile(r"\b(?:move to|moving to|moving over to|switch(?:ing)? to|transfer(?:s|ring)? to|relocat\w* to|"
-                     r"end @|finish @|arriv(?:e|ing) (?:to|at)|"
+                     r"end @|finish @|arriv(?:e|ing) (?:to|at)|go(?:ing)? to sleep (?:in|at)|"
+                     r"end of (?:the )?(?:night|day)\s*[=:]|(?:end|finish|final|conclusion|closing) point:?|"
+                     r"(?:the )?end is (?:in|at)(?: (?:an?|the)?\s*(?:other|another|new|different|second) "
+                     r"(?:hotel|place|lodging),?)?|last point is(?: (?:the|our|a) new (?:hotel|place))?|"
                      r"night at|sleep(?:ing)? at|end up at|spend(?:ing)? the night at|stay(?:ing)? the night at|"
                      r"new (?:hotel|place|lodging)(?: is)?:?|next (?:hotel|place|stay)(?: is)?:?|then|"
                      r"finish(?:ing)?(?: of the day)?(?: must be| will be| is)? (?:at|in)|"
@@ -370,7 +378,7 @@ _END_CUE = re.compile(r"\b(?:move to|moving to|moving over to|switch(?:ing)? to|
                      r"finish:|last stop(?: has to be| must be| is| should be| will be)?:?|final stop:?|afterwards|"
                      r"tonight (?:we )?(?:sleep|stay) (?:at|in)|"
                      r"(?:sleep|stay)(?:ing)? (?:at|in) .{0,10}(?:that|the) night|second (?:hotel|night)(?: at| is)?:?|"
-                     r"end(?:ing)?(?: the day)? (?:at|in)|finish(?:ing)? at|sleep at|"
+                     r"end(?:s|ing)?(?: the day)? (?:at|in)|finish(?:ing)? at|sleep at|last stop\s*=|"
                       r"check(?:ing)? in(?:to| at)?|back at|over to)\s*(?:the\s+)?$", re.I)
 _BUDGET = re.compile(r"(?<![\w.])(?:" + _MONEY + r"\s*(\d+(?:[.,]\d+)?)|(\d+(?:[.,]\d+)?)\s*" + _MONEY + r")", re.I)
 """An amount of money anywhere in the request: a trip request names money only for its budget."""
@@ -395,7 +403,7 @@ _WANT = re.compile(r"\b(?:(?<!n't )(?<!not )(?<!dont )wants?|ideally|would love|
                    r"pref(?:erences?)?)\b", re.I)
 _TAG_WORDS = {
     "crowded": ("crowded", "crowds", "crowd", "high-crowd", "busy", "packed", "touristy", "tourist traps",
-                "tourist trap", "hordes",
+                "tourist trap", "hordes", "full places",
                 "queues", "queue", "long lines", "lines", "mobbed", "heaving", "rammed", "throngs", "masses",
                 "overcrowded", "high-footfall", "footfall", "high traffic", "heavily visited", "touristic",
                 "heavily frequented", "frequented", "tourist sites", "tourist queues", "big crowds",
@@ -410,7 +418,7 @@ _TAG_WORDS = {
                     "age-restricted", "age restricted", "no minors", "minors", "don't allow kids",
                     "doesn't allow kids", "don't allow children", "kids can't", "children can't", "kids aren't",
                     "children aren't", "not kid", "not child", "not family"),
-    "late-night": ("late-night", "late night", "open late", "after midnight"),
+    "late-night": ("late-night", "late night", "open late"),  # not "after midnight": "arriving not after midnight"
     "free": ("free entry", "free admission", "free of charge", "no entrance fee", "no entry fee"),  # not "free Monday"
     "kid-friendly": ("kid-friendly", "kid friendly", "child-friendly", "family-friendly", "good for kids"),
     "outdoor": ("outdoor", "outdoors", "outside", "open-air", "open air"),
@@ -432,7 +440,8 @@ def _avoided(text: str, tags: Iterable[str]) -> list[str]:
     """Tags named after an avoid word in the same clause ("please avoid crowded places", "no tourist traps",
     "we'd rather not do adults-only venues"), or as "<tag>-free"."""
     out = []
-    clauses = r"(?<=[.!?;])\s+|\n|,\s*(?=but\b)|\bbut\b|[,:]\s*(?=(?:[a-z']+\s+){0,2}?" + _WANT.pattern[2:] + r")"
+    clauses = (r"(?<=[.!?;])\s+|\n|\s[-–—]\s(?!(?:please |pls )?avoid)|[\u2600-\u27bf\U0001f000-\U0001faff]+|"
+               r",\s*(?=but\b)|\bbut\b|[,:]\s*(?=(?:[a-z']+\s+){0,2}?" + _WANT.pattern[2:] + r")")
     for clause in re.split(clauses, text, flags=re.I):
         low = clause.lower()
         cues = [m.start() for m in _AVOID.finditer(low)]

@@ -157,6 +157,21 @@ def test_text_constraints_read_start_end_budget_level_and_avoidances() -> None:
     ("money's tight but no biggie and taxis everywhere", {"mode": "taxi"}),
     ("exclude: high-crowd venues", {"avoid_tags": ["crowded"]}),
     ("Not a fan of packed places — please avoid.", {"avoid_tags": ["crowded"]}),
+    # the evening and run-on failures of the dev2 / dev3 sets (written for this test)
+    ("out 10:00 onwards and back by 18:00", {"start_min": 600, "end_min": 1080}),  # "onwards" after the time
+    ("required: a high-end restaurant", {"must_categories": ["fine_dining"]}),
+    ("please include for sure a gastronomic dinner", {"must_categories": ["fine_dining"]}),
+    ("it is very important to have a place for eating", {"must_categories": ["food"]}),
+    ("the whole thing has to include a flat white", {"must_categories": ["cafe"]}),
+    ("plan us a night out we must include a museum", {"must_categories": ["museum"]}),  # a night out is the evening
+    ("The number of places is 3, exact.", {"min_stops": 3, "max_stops": 3}),
+    ("arriving not after midnight, please", {"avoid_tags": None}),  # a time, not late-night places
+    ("cheap-ish, not made of money walking everywhere", {"mode": "walk"}),
+    ("good views would be nice but not a dealbreaker on foot the whole time", {"mode": "walk"}),
+    ("help me not mess this up taxis all the way", {"mode": "taxi"}),
+    ("We make all on feet.", {"mode": "walk"}),
+    ("Avoid please full places.", {"avoid_tags": ["crowded"]}),
+    ("NO 18+ places pls 🙅 free Wednesday - outdoor stuff would b nice", {"avoid_tags": ["adults-only"]}),
 ])
 def test_text_constraints_read_outside_wordings(text: str, expected: dict[str, Any]) -> None:
     got = text_constraints(text, POIS)
@@ -174,6 +189,28 @@ def test_lodging_names_ask_for_nothing_and_key_value_ends() -> None:
                  "• Drop-off: Harbour Inn by 9pm\n• We meet at Olive Hostel"):
         got = text_constraints(text, POIS)
         assert (got["start_poi"], got["end_poi"]) == ("h3", "h1"), text
+
+
+def test_more_names_for_categories() -> None:
+    names = ["bar", "nightlife", "rooftop_lounge", "bakery", "shopping", "food"]
+    assert must_categories("we absolutely need somewhere for drinks", names) == ["bar"]  # a bar covers nightlife
+    assert must_categories("we must absolutely visit a lounge on the roof", names) == ["rooftop_lounge"]
+    assert must_categories("it has to include a cake shop", names) == ["bakery"]  # not shopping
+
+
+def test_ends_named_the_ways_other_authors_name_them() -> None:
+    for text in ("We are living in the Olive Hostel. After, we go to sleep in the Harbour Inn, by 6pm.",
+                 "hotel's Olive Hostel so start from there. crashing at Harbour Inn after, so end there",
+                 "Our family room is at Olive Hostel. Not going back: the day ends at Harbour Inn by 9pm.",
+                 "start: Olive Hostel. last stop = Harbour Inn",
+                 "We live in the Olive Hostel. The end is in other hotel, the Harbour Inn.",
+                 "We stay at Olive Hostel. The last point is the new hotel Harbour Inn.",
+                 "Conclusion point: Harbour Inn (by 8pm). Departure: Olive Hostel.",
+                 "hotel = Olive Hostel. end of the night = Harbour Inn"):
+        got = text_constraints(text, POIS)
+        assert (got["start_poi"], got["end_poi"]) == ("h3", "h1"), text
+    got = text_constraints("We're staying at Harbour Inn after a long flight", POIS)
+    assert got["end_poi"] == "h1"  # "after" a lodging ends the day only at a clause's end
 
 
 def test_start_and_end_lodging_from_cues_before_or_after_the_name() -> None:
