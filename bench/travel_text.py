@@ -10,8 +10,8 @@ many text-only requests get a question instead of a plan). Each plan is checked 
 constraints (`apps/travel/checker.py`): feasible share, mean score, and the text/structured score ratio, per kind.
 The sets: ``world templates`` (``tasks.jsonl``: the generator's own wordings, which the reading was written
 against), ``dev wordings`` (300 requests worded by ``apps/travel/phrasings/dev/``, a first outside author's packs,
-which the reading was then improved against), ``dev2`` / ``dev3`` / ``dev4 wordings`` (300 each by
-``apps/travel/phrasings/dev2/`` ... ``dev4/``, a third, fourth and fifth outside author's, improved against the same
+which the reading was then improved against), ``dev2`` ... ``dev5 wordings`` (300 each by
+``apps/travel/phrasings/dev2/`` ... ``dev5/``, a third to a sixth outside author's, improved against the same
 way) and ``held-out wordings`` (``heldout/tasks.jsonl``: worded by a
 second outside author's packs, ``apps/travel/phrasings/heldout/``, that nobody tuned on), with a Wilson 95 % CI
 on the text-only feasible share and a row per family. JSON: bench/results/travel_text.json.
@@ -49,7 +49,7 @@ def dev_tasks(world: Path, n: int, which: str = "dev") -> list[Task]:
 
     config = TravelWorldConfig.model_validate(json.loads((world / "manifest.json").read_text())["config"])
     pois = make_pois(config, np.random.default_rng([config.seed, 1]))
-    packs, stream = dev_packs(which), 5 + 2 * list(DEV_SETS).index(which)  # dev 5, dev2 7, dev3 9, dev4 11
+    packs, stream = dev_packs(which), 5 + 2 * list(DEV_SETS).index(which)  # dev 5, dev2 7, dev3 9, dev4 11, dev5 13
     if not packs:
         return []
     return list(make_tasks(config, pois, np.random.default_rng([config.seed, stream]), packs, n))

@@ -63,11 +63,12 @@ def time_window(text: str) -> tuple[int, int] | None:
         text = word.sub(clock, text)
     text = _CLOCK_ARTICLE.sub("", text)  # "from the 9am until the 18:00" (an article before a time, as ESL writes)
     text = _INTERVAL.sub(r"\1 - \2", text)  # "[10am, 14:00]": an interval written as a bracketed pair
+    text = re.sub(r"\s*\((?:when|by which|from which|at which)[^()\d]{0,60}\)", "", text)  # "18:00 (when we set out)"
     for m in _RANGE.finditer(text):
         h1, m1, p1, h2, m2, p2 = m.groups()
         bare = m1 is None and p1 is None and m2 is None and p2 is None
-        window_before = text[max(0, m.start() - 30):m.start()]
-        if bare and re.search(_STOP + r"\W{0,3}(?:\w+\W+)?\s*(?:from|between)?\s*$", window_before, re.I):
+        window_before = text[max(0, m.start() - 50):m.start()]
+        if bare and re.search(_STOP + r"\W{0,3}(?:\w+\W+){0,4}?\s*(?:from|between)?\s*$", window_before, re.I):
             continue  # "Visits: between 2 and 3"
         if bare and (not re.search(r"\b(?:from|between)\s*$", text[:m.start()], re.I)
                      or re.match(r"\s*(?:\w+\s+)?" + _STOP, text[m.end():], re.I)):
@@ -165,7 +166,7 @@ def weekday(text: str) -> str | None:
 _NOT = re.compile(r"\b(?:no|not|never|without|don'?t|won'?t|can'?t|avoid|hate|instead of|rather than|"
                   r"skip)\b(?!\s+(?:later|earlier|sooner|more|less|fewer|longer|biggie|worries|problem|rush|stress|"
                   r"a dealbreaker|a deal breaker|a must|essential|necessary|required|made of money|mess)\b)"
-                  r"[^.;,!?—–\u2600-\u27bf\U0001f000-\U0001faff]{0,20}$", re.I)
+                  r"[^.;:,!?—–\u2600-\u27bf\U0001f000-\U0001faff]{0,20}$", re.I)
 """A way of getting around ruled out: a negation shortly before it in the same clause (an emoji or a dash ends a clause,
 as a full stop does: "no vehicles — walking only"; "no later than 1pm, on foot" and "no biggie, taxis" rule nothing
 out)."""
@@ -224,6 +225,7 @@ _STOPS = (  # (pattern, which numbers are the min and the max)
      "range"),
     (re.compile(r"\b" + _N + r"\s+(?:\w+\s+)?" + _STOP + r"\s+(?:max(?:imum)?|min(?:imum)?)\s*(?:and|,)\s*" + _N +
                 r"\s+(?:min(?:imum)?|max(?:imum)?)\b", re.I), "range"),
+    (re.compile(_LABEL_HEAD + r"(?:[^\w.;!?]+\w+){0,5}?[^\w.;!?]+between\s+" + _N + r"\s+and\s+" + _N, re.I), "range"),
     (re.compile(r"(?:>=|≥|=>)\s*" + _N + r"\s*(?:&|and|,)?\s*(?:<=|≤|=<)\s*" + _N, re.I), "range"),
     (re.compile(r"\bmin(?:imum)?\.?\s*[:=]?\s*" + _N + r"\s*[,;/&]?\s*(?:and\s+)?max(?:imum)?\.?\s*[:=]?\s*" + _N +
                 r"\s+(?:\w+\s+)?" + _STOP, re.I), "range"),
@@ -249,7 +251,8 @@ _MUST = re.compile(  # not after "not" / "n't" / "no": "though it's not essentia
     r"(?:can'?t|cannot|won'?t|shouldn'?t) (?:miss|skip|leave out)|non[- ]?negotiable|essential|priority|"
     r"top of (?:the|my|our) list|for sure|no matter what|absolutely|mandatory|insist|a must|got to|gotta|important|"
     r"make sure|must[- ](?:see|do|have)|bucket list|really want|not leaving without|without fail|require[sd]?|"
-    r"necessary|has got to|obligatory|key|main thing|need(?:s|ed)?|compulsory|fixed items?|"
+    r"necessary|has got to|obligatory|key|main thing|need(?:s|ed)?|compulsory|fixed items?|unless there(?:'s| is| are)|"
+    r"disappointed to miss|hate to miss|"
     r"(?:can'?t|cannot) (?:be )?(?:dropped|skipped|missed|leave without|go home without))\b", re.I)
 
 
@@ -257,6 +260,8 @@ _EXACTLY = re.compile(r"\b(?:not|no|nor)\s+(?:one|a single)\s+(?:stop\s+|place\s
                       r"(?:or|nor|and)\s+(?:one\s+)?(?:less|fewer|more)\b", re.I)
 
 
+_BACK_REFERENCE = re.compile(r"^\W*(?:\w+\s+){0,4}?(?:that|this|those|these|them|it)\b(?:\s+\w+){0,3}\W*$", re.I)
+"""A short sentence whose must points back at the one before: "We really must have that.", "That's a must."."""
 _SOFT = re.compile(r"\b(?:if possible|if (?:it|they) (?:works?|fits?)|if you can|ideally|preferably|optional(?:ly)?|"
                    r"not essential|not required|would be nice|nice to have|not a must|bonus)\b", re.I)
 """Words that make "include X" a wish rather than a must."""
@@ -331,8 +336,12 @@ def must_categories(text: str, names: Iterable[str]) -> list[str]:
     of ``text`` that says the visit must happen ("it must include seafood", "I definitely want a museum"), in the
     order named; plurals count ("museums")."""
     out: list[tuple[tuple[int, int], str]] = []
-    for k, sentence in enumerate(re.split(r"(?<=[.!?;])\s+|\n", text)):  # a sentence, or a line of a list
+    sentences = re.split(r"(?<=[.!?;])\s+|\n", text)  # a sentence, or a line of a list
+    for k, sentence in enumerate(sentences):
         cues = [m.group(0).lower() for m in _MUST.finditer(sentence)]
+        if not cues and k + 1 < len(sentences) and _MUST.search(sentences[k + 1]) \
+                and _BACK_REFERENCE.search(sentences[k + 1]):
+            cues = ["that"]  # "Would you please put a park in? We really must have that."
         if not cues or (set(cues) <= {"include"} and _SOFT.search(sentence)):
             continue  # "if possible, include time outdoors"
         low = sentence.lower()
@@ -352,19 +361,20 @@ def must_categories(text: str, names: Iterable[str]) -> list[str]:
 
 
 _START_LODGING = re.compile(r"\b(?:stay(?:ing)?|staying in|we'?re at|we are at|base(?:d)?|start(?:ing)?|hotel is|"
-                            r"room is|hotel it is|accommodat\w*|lodging|sleep(?:ing)? (?:at|in)|booked (?:at|in)|"
-                            r"leave from|leaving from|from|"
+                            r"room is|hotel it is|accommodat\w*|lodging|sleep(?:ing)? (?:at|in)|booked (?:at|in|into)|"
+                            r"digs are|leave from|leaving from|from|"
+                            r"starting point is (?:our|my|the) (?:hotel|hostel|lodging)|"
                             r"check(?:ed)? in(?:to| at)?|currently at|tonight at)\b[^.;]{0,25}$", re.I)
 _START_AFTER = re.compile(r"\W{0,3}(?:so )?(?:that'?s|that is|which is|it'?s) (?:our|where we) "
-                          r"(?:start|starting point|base|head out|leave)|\W{0,3}where we'?re staying|"
+                          r"(?:start|starting point|base|head out|leave|set off)|\W{0,3}where we'?re staying|"
                           r"\W{0,3}where we are staying|"
                           r"\W{0,3}\(?(?:our )?current (?:accommodation|hotel|lodging)", re.I)
 _END_AFTER = re.compile(r" after(?=\s*(?:[,.;!]|$|so\b))|"  # "crashing at X after, so end there"
                         r"\W{0,3}(?:\(?\s*(?:our |the )?new (?:accommodation|hotel|lodging|place)|"
                         r"for the (?:second )?night|that night|(?:is )?(?:our )?next (?:hotel|stop|place)|"
-                        r"where we (?:sleep|stay|end))", re.I)
+                        r"where we (?:sleep|stay|end)|where we(?:'re| are) (?:staying|stopping|sleeping) next)", re.I)
 _END_CUE = re.compile(r"\b(?:move to|moving to|moving over to|switch(?:ing)? to|transfer(?:s|ring)? to|relocat\w* to|"
-                     r"end @|finish @|arriv(?:e|ing) (?:to|at)|go(?:ing)? to sleep (?:in|at)|"
+                     r"end @|finish @|arriv(?:e|ing) (?:to|at)|go(?:ing)? to sleep (?:in|at)|conclude at|"
                      r"end of (?:the )?(?:night|day)\s*[=:]|(?:end|finish|final|conclusion|closing) point:?|"
                      r"(?:the )?end is (?:in|at)(?: (?:an?|the)?\s*(?:other|another|new|different|second) "
                      r"(?:hotel|place|lodging),?)?|last point is(?: (?:the|our|a) new (?:hotel|place))?|"
@@ -386,9 +396,10 @@ _LEVEL = re.compile(r"(?<![\w$])(\${1,4})(?![\w$])|"
                     r"\b(?:price )?(?:level|lvl|tier|category)\s*(?:of\s*|<=\s*|≤\s*|max(?:imum)?\s*(?:is\s*|of\s*)?|"
                     r":\s*)?(\d)\b|"
                     r"\b(\d)\s*(?:of|/|out of)\s*4\b", re.I)
-_AVOID = re.compile(r"\b(?:avoid(?:ed|ing|s)?|hard pass(?: on)?|won'?t (?:go near|do|visit|set foot)|not doing|"
-                    r"mustn'?t|refuse|no|not(?! (?:a requirement|a must|required|essential|necessary|needed|mandatory|"
-                    r"compulsory|obligatory|important|more|less|later|earlier|over|under|above|below))|without|skip|hate|"
+_AVOID = re.compile(r"\b(?:avoid(?:ed|ing|s)?|hard pass(?: on)?|won'?t (?:go near|go to|do|visit|set foot)|not doing|"
+                    r"unable to (?:manage|do|cope with|handle)|"
+                    r"mustn'?t|refuse|no|not(?! (?:a requirement|a must|a rule|required|essential|necessary|needed|"
+                    r"mandatory|compulsory|obligatory|important|more|less|later|earlier|over|under|above|below))|without|skip|hate|"
                     r"don'?t (?:like|want|need)|dislike|steer clear|"
                     r"keep (?:us )?(?:away|off)|stay away|none|nothing|never|can'?t stand|not into|rather not|spare us|"
                     r"away from|far from|free of|allergic to|please no|minus|exclude|excluding|except|zero|"
@@ -410,7 +421,8 @@ _TAG_WORDS = {
                 "popular with tourists", "full of tourists", "tourists", "many people", "lots of people",
                 "too many people", "too much people", "much people", "many tourists",
                 "people everywhere", "mass tourism", "waiting in line", "hustle and bustle", "jam-packed", "swarming"),
-    "adults-only": ("adults-only", "adults only", "adult only", "adult-only", "18+", "over-18", "over 18", "21+",
+    "adults-only": ("adults-only", "adults only", "adult only", "adult-only", "18+", "over-18s-only", "over-18s",
+                    "over 18s", "over-18", "over 18", "21+",
                     "grown-ups only", "grown-up only", "grown-up", "grownup", "kids not allowed", "no kids allowed",
                     "adult venues", "adult places", "adult", "adults", "children not allowed", "not for kids",
                     "eighteen plus", "18 plus", "over eighteen", "over-eighteen",
@@ -464,9 +476,20 @@ def _avoided(text: str, tags: Iterable[str]) -> list[str]:
     return out
 
 
+_DIALECT_WORDS = {"nae": "no", "mair": "more", "tae": "to", "fae": "from", "aw": "all", "o'": "of", "oot": "out",
+                  "aboot": "about", "dinnae": "don't", "cannae": "can't", "doesnae": "doesn't", "wi'": "with",
+                  "intae": "into", "oor": "our", "aff": "off", "whit": "what", "ye": "you", "ma": "my",
+                  "roond": "round"}
+"""Scots words a request may be written in ("nae mair than 3 stops", "fae 9am tae 5pm"), read as their English."""
+_DIALECT = re.compile(r"(?<![\w'])(?:" + "|".join(re.escape(w) for w in sorted(_DIALECT_WORDS, key=len, reverse=True))
+                      + r")(?![\w'])|\b\w{2,}in'(?!\w)", re.I)
+"""The Scots words, and a dropped g ("walkin'", "stoppin'")."""
+
+
 def text_constraints(text: str, pois: Mapping[str, Poi]) -> dict[str, Any]:
     """Constraint fields (``PlanConstraints`` keys) the words of a trip request state; only what they state."""
     text = text.replace("_", " ")  # keys written as identifiers: "t_start: 9am", "must_visit: a park"
+    text = _DIALECT.sub(lambda m: _DIALECT_WORDS.get(m.group().lower(), m.group()[:-1] + "g"), text)
     out: dict[str, Any] = {}
     if (counts := stop_counts(text)) is not None:
         out["min_stops"], out["max_stops"] = counts

@@ -56,7 +56,9 @@ DEV3_DIR = HERE / "dev3"
 blogger, non-native English), written the same way."""
 DEV4_DIR = HERE / "dev4"
 """A fourth development set (a fifth outside author, 2026-12-06), written the same way."""
-DEV_SETS: dict[str, Path] = {"dev": DEV_DIR, "dev2": DEV2_DIR, "dev3": DEV3_DIR, "dev4": DEV4_DIR}
+DEV5_DIR = HERE / "dev5"
+"""A fifth development set (a sixth outside author, 2026-12-06, asked for evening requests in particular)."""
+DEV_SETS: dict[str, Path] = {"dev": DEV_DIR, "dev2": DEV2_DIR, "dev3": DEV3_DIR, "dev4": DEV4_DIR, "dev5": DEV5_DIR}
 """The development sets by name, in the order they were written (``bench/travel_text.py --sets``)."""
 KINDS = ("plan", "half_day", "evening", "with_kids")
 MODES = ("walk", "transit", "taxi")

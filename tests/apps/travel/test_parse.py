@@ -172,6 +172,21 @@ def test_text_constraints_read_start_end_budget_level_and_avoidances() -> None:
     ("We make all on feet.", {"mode": "walk"}),
     ("Avoid please full places.", {"avoid_tags": ["crowded"]}),
     ("NO 18+ places pls 🙅 free Wednesday - outdoor stuff would b nice", {"avoid_tags": ["adults-only"]}),
+    # the dev5 round (written for this test): Scots, polite letters, questions
+    ("Nae fewer than 2 and nae mair than 5 stops, fae 10am tae 4pm. We're walkin' it.",
+     {"min_stops": 2, "max_stops": 5, "start_min": 600, "end_min": 960, "mode": "walk"}),
+    ("We dinnae want over-18s-only places at aw.", {"avoid_tags": ["adults-only"]}),
+    ("The number of visits should, if possible, lie between 3 and 4, both included. We are free from 9:00 to 17:00.",
+     {"min_stops": 3, "max_stops": 4, "start_min": 540, "end_min": 1020}),  # 3-4 is no time window
+    ("Monday between 18:00 (when we may set out) and midnight (by which time we must be done)",
+     {"start_min": 1080, "end_min": 1440}),
+    ("Could you put a museum in? We really must have that.", {"must_categories": ["museum"]}),
+    ("I'm not going out unless there's a jazz club.", {"must_categories": ["jazz_club"]}),
+    ("We would be very disappointed to miss a museum.", {"must_categories": ["museum"]}),
+    ("No taxis, no buses: we'll walk between places.", {"mode": "walk"}),
+    ("I won't go to busy places.", {"avoid_tags": ["crowded"]}),
+    ("We are quite unable to manage crowded places.", {"avoid_tags": ["crowded"]}),
+    ("A soft wish, not a rule: somewhere late-night.", {"avoid_tags": None}),
 ])
 def test_text_constraints_read_outside_wordings(text: str, expected: dict[str, Any]) -> None:
     got = text_constraints(text, POIS)
@@ -206,7 +221,11 @@ def test_ends_named_the_ways_other_authors_name_them() -> None:
                  "We live in the Olive Hostel. The end is in other hotel, the Harbour Inn.",
                  "We stay at Olive Hostel. The last point is the new hotel Harbour Inn.",
                  "Conclusion point: Harbour Inn (by 8pm). Departure: Olive Hostel.",
-                 "hotel = Olive Hostel. end of the night = Harbour Inn"):
+                 "hotel = Olive Hostel. end of the night = Harbour Inn",
+                 "By 9pm we should be at Harbour Inn, where we're staying next. We leave from Olive Hostel.",
+                 "Starting point is our hotel, Olive Hostel. Then the itinerary must conclude at Harbour Inn.",
+                 "We're booked intae Olive Hostel, so start fae there. By 9pm we've tae be at Harbour Inn, our next "
+                 "hotel."):
         got = text_constraints(text, POIS)
         assert (got["start_poi"], got["end_poi"]) == ("h3", "h1"), text
     got = text_constraints("We're staying at Harbour Inn after a long flight", POIS)
