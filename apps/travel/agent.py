@@ -472,6 +472,14 @@ def planned(raw: Mapping[str, Any], res: TravelResources) -> Final:
     except ValueError as e:
         return Final(reply=f"Sorry, I could not plan that: {e}.")
     result = check_itinerary(itinerary, task, res.pois)
+    if not result.feasible and constraints.want_tags:  # wishes are soft: a plan without them beats a broken one
+        plain = request_task(constraints.model_copy(update={"want_tags": []}))
+        try:
+            other = plan_greedy(plain, res.pois, res.index)
+        except ValueError:
+            other = None
+        if other is not None and check_itinerary(other, plain, res.pois).feasible:
+            itinerary, result = other, check_itinerary(other, task, res.pois)
     reply = describe_itinerary(itinerary, res.pois, constraints)
     if not result.feasible:
         reply += " It does not meet everything you asked: " + "; ".join(result.violations[:2]) + "."

@@ -248,7 +248,8 @@ _MUST = re.compile(  # not after "not" / "n't" / "no": "though it's not essentia
     r"(?<!\bnot )(?<!n't )(?<!\bno )"
     r"\b(?:must|definitely|have to|has to|need(?:s)? to|required?|requirement|don'?t want to miss|include|"
     r"(?:specifically )?requested|not optional|"
-    r"(?:can'?t|cannot|won'?t|shouldn'?t) (?:miss|skip|leave out)|non[- ]?negotiable|essential|priority|"
+    r"(?:can'?t|cannot|won'?t|shouldn'?t|don'?t|do not) (?:miss|skip|leave out|forget)|"
+    r"non[- ]?negotiable|essential|priority|"
     r"top of (?:the|my|our) list|for sure|no matter what|absolutely|mandatory|insist|a must|got to|gotta|important|"
     r"make sure|must[- ](?:see|do|have)|bucket list|really want|not leaving without|without fail|require[sd]?|"
     r"necessary|has got to|obligatory|key|main thing|need(?:s|ed)?|compulsory|fixed items?|unless there(?:'s| is| are)|"
@@ -448,6 +449,47 @@ _AVOIDED_AFTER = re.compile(r"[\w\s-]{0,20}?\b(?:(?:be|are|is|should be|must be|
                             r"[\w\s-]{0,10}?\W{1,3}(?:please |pls )?avoid(?: them| those| it)?\W*$)")
 
 
+_WANT_WORDS = {
+    "view": ("view", "views", "scenic", "vista", "vistas", "panorama", "panoramas"),
+    "historic": ("history", "historic", "historical", "heritage"),
+    "local-favourite": ("locals", "local", "local favourite", "local favourites", "local favorite", "local favorites",
+                        "neighbourhood", "neighborhood"),
+    "photogenic": ("photogenic", "photo", "photos", "insta", "instagram", "instagrammable", "insta-worthy",
+                   "picturesque", "pictures", "on camera", "camera"),
+    "romantic": ("romantic", "romance"),
+    "late-night": ("late-night", "late night", "open late", "late-opening", "until late", "opening late"),
+    "kid-friendly": ("kid-friendly", "kid friendly", "child-friendly", "family-friendly", "good for kids",
+                     "for children", "for kids", "kids", "children"),
+    "outdoor": ("outdoor", "outdoors", "outside", "open-air", "open air", "fresh air"),
+    "indoor": ("indoor", "indoors", "inside"),
+    "vegetarian": ("vegetarian", "veggie", "vegan"),
+    "wheelchair-accessible": ("wheelchair", "step-free", "accessible"),
+}
+"""Words for the tags a request may like (scored by the checker, not required)."""
+_WANT_CUE = re.compile(_WANT.pattern + r"|" + _SOFT.pattern + r"|\+1\b|\bnice[- ]?2[- ]?have|\bwould b nice|\bpref\b|"
+                       r"\bsoft\b|\bshould\b|\bwould (?:be )?(?:great|lovely|welcome|appreciated)|\bif (?:poss|it fits|"
+                       r"you can|convenient)|\bwhere (?:possible|convenient)|\bfavou?r\b|\bkeen\b|\bbraw\b", re.I)
+
+
+def _wanted(text: str, tags: Iterable[str]) -> list[str]:
+    """Tags liked in a clause that says so softly ("would love a good view", "photogenic spots would be nice, not a
+    must", "Nice-to-have: places locals love"): the checker scores them; they are never required."""
+    out: list[str] = []
+    for clause in re.split(r"(?<=[.!?;])\s+|\n|[\u2600-\u27bf\U0001f000-\U0001faff]+", text):
+        if not _WANT_CUE.search(clause):
+            continue
+        low = clause.lower()
+        found = []
+        for tag in tags:
+            for form in sorted(_WANT_WORDS.get(tag, (tag, tag.replace("-", " "))), key=len, reverse=True):
+                m = re.search(r"(?<![\w-])" + re.escape(form) + r"(?![\w])", low)
+                if m is not None:
+                    found.append((m.start(), tag))
+                    break
+        out.extend(tag for _, tag in sorted(found) if tag not in out)
+    return out
+
+
 def _avoided(text: str, tags: Iterable[str]) -> list[str]:
     """Tags named after an avoid word in the same clause ("please avoid crowded places", "no tourist traps",
     "we'd rather not do adults-only venues"), or as "<tag>-free"."""
@@ -528,6 +570,8 @@ def text_constraints(text: str, pois: Mapping[str, Poi]) -> dict[str, Any]:
     tags = sorted({t for p in pois.values() for t in p.tags})
     if avoid := _avoided(text, tags):
         out["avoid_tags"] = avoid
+    if want := [t for t in _wanted(text, tags) if t not in avoid]:
+        out["want_tags"] = want
     if (mode := transport(text)) is not None:
         out["mode"] = mode
     return out

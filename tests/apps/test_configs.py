@@ -23,6 +23,7 @@ MODELS: dict[str, type[BaseModel]] = {
     "livestream/world.yaml": LivestreamWorldConfig,
     "serve.yaml": ServeConfig,
     "shopping/cascade.yaml": CascadeConfig,
+    "livestream/cascade_smollm2.yaml": CascadeConfig,
     "shopping/curate.yaml": CurateConfig,
     "shopping/rl.yaml": RLConfig,
     "shopping/sft.yaml": SFTConfig,

@@ -390,3 +390,25 @@ def test_eval_sends_text_unless_form_is_asked(tmp_path: Path) -> None:
     env = app_table.load_env(tmp_path, "travel")
     assert env.request_fn(task) == {}
     assert with_form(env, "travel").request_fn(task) == form_request(task) != {}
+
+
+def test_a_plan_that_its_wishes_break_is_made_again_without_them(tmp_path: Path) -> None:
+    """Wishes (want_tags) are soft: when the greedy plan that chases them breaks a hard constraint (here a romantic
+    first stop leaves no budget for the bar), the fallback plans again without them and keeps that plan."""
+    from apps.travel.agent import plan_constraints, planned, request_task
+    from apps.travel.checker import check_itinerary
+
+    generate_travel_world(TravelWorldConfig(seed=0, pois=400, requests=2, heldout_requests=0, travellers=2), tmp_path)
+    app = travel_app(tmp_path)
+    res = app.resources
+    hotel = next(p.poi_id for p in res.pois.values() if p.name == "Silver Suites")
+    raw = {"day": "wed", "start_min": 1110, "end_min": 1440, "start_poi": hotel, "end_poi": hotel, "min_stops": 2,
+           "max_stops": 4, "must_categories": ["bar", "food"], "budget": 75.0, "want_tags": ["romantic"],
+           "mode": "taxi"}
+    constraints = plan_constraints(raw)
+    assert constraints is not None
+    task = request_task(constraints)
+    assert not check_itinerary(plan_greedy(task, res.pois, res.index), task, res.pois).feasible  # the wish breaks it
+    final = planned(raw, res)
+    assert final.data["check"]["feasible"] is True
+    assert check_itinerary(Itinerary.model_validate(final.data["itinerary"]), task, res.pois).feasible

@@ -186,10 +186,28 @@ def test_text_constraints_read_start_end_budget_level_and_avoidances() -> None:
     ("No taxis, no buses: we'll walk between places.", {"mode": "walk"}),
     ("I won't go to busy places.", {"avoid_tags": ["crowded"]}),
     ("We are quite unable to manage crowded places.", {"avoid_tags": ["crowded"]}),
-    ("A soft wish, not a rule: somewhere late-night.", {"avoid_tags": None}),
+    ("A soft wish, not a rule: somewhere late-night.", {"avoid_tags": None, "want_tags": ["late-night"]}),
 ])
 def test_text_constraints_read_outside_wordings(text: str, expected: dict[str, Any]) -> None:
     got = text_constraints(text, POIS)
+    assert {k: got.get(k) for k in expected} == expected, got
+
+
+WISHES = [  # soft: scored by the checker, never required; only where the words say so softly
+    ("We'd love a good view and some history, though it's not essential.", {"want_tags": ["view", "historic"]}),
+    ("Nice-to-have: places locals love. Must: a museum.", {"want_tags": ["local-favourite"]}),
+    ("photogenic spots would b nice 📸 no crowds pls", {"want_tags": ["photogenic"], "avoid_tags": ["crowded"]}),
+    ("No crowds. Bonus if it's romantic.", {"want_tags": ["romantic"], "avoid_tags": ["crowded"]}),
+    ("We have the kids with us and must see a museum.", {"want_tags": None}),  # no wish said
+    ("We'd like to avoid anywhere crowded.", {"want_tags": None, "avoid_tags": ["crowded"]}),  # avoided, not wished
+]
+
+
+@pytest.mark.parametrize(("text", "expected"), WISHES, ids=[t[:30] for t, _ in WISHES])
+def test_wishes_are_read_where_the_words_say_them_softly(text: str, expected: dict[str, Any]) -> None:
+    tagged = {**POIS, "v1": _poi("v1", "Hill Top", "viewpoint", "nature",
+                                 ["view", "historic", "local-favourite", "photogenic", "romantic", "crowded"])}
+    got = text_constraints(text, tagged)
     assert {k: got.get(k) for k in expected} == expected, got
 
 
