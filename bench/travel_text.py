@@ -13,7 +13,9 @@ against), ``dev wordings`` (300 requests worded by ``apps/travel/phrasings/dev/`
 which the reading was then improved against), ``dev2`` ... ``dev5 wordings`` (300 each by
 ``apps/travel/phrasings/dev2/`` ... ``dev5/``, a third to a sixth outside author's, improved against the same
 way) and ``held-out wordings`` (``heldout/tasks.jsonl``: worded by a
-second outside author's packs, ``apps/travel/phrasings/heldout/``, that nobody tuned on), with a Wilson 95 % CI
+second outside author's packs, ``apps/travel/phrasings/heldout/``, that nobody tuned on) and ``held-out2
+wordings`` (300 by ``apps/travel/phrasings/heldout2/``, a seventh author's, written after the first held-out set had
+been scored nine times; scored once), with a Wilson 95 % CI
 on the text-only feasible share and a row per family. JSON: bench/results/travel_text.json.
 """
 
@@ -32,7 +34,7 @@ sys.path.insert(0, str(ROOT))
 
 from apps.travel.agent import fallback, travel_app  # noqa: E402
 from apps.travel.checker import Itinerary, check_itinerary  # noqa: E402
-from apps.travel.phrasings import DEV_SETS, dev_packs  # noqa: E402
+from apps.travel.phrasings import DEV_SETS, dev_packs, heldout2_packs  # noqa: E402
 from apps.travel.world import HELDOUT_DIR, TravelWorldConfig, make_pois, make_tasks  # noqa: E402
 from bench.common import wilson  # noqa: E402
 from harness.agent import TurnContext  # noqa: E402
@@ -49,7 +51,10 @@ def dev_tasks(world: Path, n: int, which: str = "dev") -> list[Task]:
 
     config = TravelWorldConfig.model_validate(json.loads((world / "manifest.json").read_text())["config"])
     pois = make_pois(config, np.random.default_rng([config.seed, 1]))
-    packs, stream = dev_packs(which), 5 + 2 * list(DEV_SETS).index(which)  # dev 5, dev2 7, dev3 9, dev4 11, dev5 13
+    if which == "held-out2":  # the second held-out set: its own stream, never tuned on
+        packs, stream = heldout2_packs(), 31
+    else:
+        packs, stream = dev_packs(which), 5 + 2 * list(DEV_SETS).index(which)  # dev 5, dev2 7, dev3 9, dev4 11, dev5 13
     if not packs:
         return []
     return list(make_tasks(config, pois, np.random.default_rng([config.seed, stream]), packs, n))
@@ -82,7 +87,7 @@ def main() -> None:
     ap.add_argument("--world", type=Path, default=ROOT / "runs/demo/travel")
     ap.add_argument("--quick", action="store_true", help="the first 100 tasks of each set")
     ap.add_argument("--sets", default=None, help=f"comma-separated subset of: templates, {', '.join(DEV_SETS)}, "
-                    "held-out")
+                    "held-out, held-out2")
     ap.add_argument("--out", type=Path, default=ROOT / "bench/results/travel_text.json")
     args = ap.parse_args()
     if not (args.world / TASKS_FILE).is_file():
@@ -90,19 +95,21 @@ def main() -> None:
     app = travel_app(args.world)
     sets: dict[str, Path | None] = {"world templates": args.world / TASKS_FILE,
                                     **{f"{name} wordings": None for name in DEV_SETS},
-                                    "held-out wordings": args.world / HELDOUT_DIR / TASKS_FILE}
+                                    "held-out wordings": args.world / HELDOUT_DIR / TASKS_FILE,
+                                    "held-out2 wordings": None}
     if args.sets:
         wanted = {w.strip() for w in args.sets.split(",")}
         names = {name: name.split()[0].replace("world", "templates") for name in sets}
         if unknown := wanted - set(names.values()):
-            sys.exit(f"--sets: unknown {', '.join(sorted(unknown))} (templates, {', '.join(DEV_SETS)}, held-out)")
+            sys.exit(f"--sets: unknown {', '.join(sorted(unknown))} (templates, {', '.join(DEV_SETS)}, held-out, "
+                     "held-out2)")
         sets = {name: path for name, path in sets.items() if names[name] in wanted}
     result: dict[str, Any] = {"world": str(args.world), "quick": args.quick, "sets": {}}
     for name, path in sets.items():
         if path is None:  # the development packs' requests, drawn here over the world's city
             tasks = dev_tasks(args.world, 100 if args.quick else 300, which=name.split()[0])
             if not tasks:
-                print(f"{name}: no packs in apps/travel/phrasings/{name.split()[0]}/")
+                print(f"{name}: no packs in apps/travel/phrasings/{name.split()[0].replace('held-out', 'heldout')}/")
                 continue
         elif not path.is_file():
             print(f"{name}: no {path} (a world generated before held-out wordings existed: regenerate it)")

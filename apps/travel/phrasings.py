@@ -58,6 +58,9 @@ DEV4_DIR = HERE / "dev4"
 """A fourth development set (a fifth outside author, 2026-12-06), written the same way."""
 DEV5_DIR = HERE / "dev5"
 """A fifth development set (a sixth outside author, 2026-12-06, asked for evening requests in particular)."""
+HELDOUT2_DIR = HERE / "heldout2"
+"""A second held-out set (a seventh outside author, 2026-12-06), written after the first held-out set had been scored
+nine times: scored once, never tuned on (``bench/travel_text.py --sets held-out2``)."""
 DEV_SETS: dict[str, Path] = {"dev": DEV_DIR, "dev2": DEV2_DIR, "dev3": DEV3_DIR, "dev4": DEV4_DIR, "dev5": DEV5_DIR}
 """The development sets by name, in the order they were written (``bench/travel_text.py --sets``)."""
 KINDS = ("plan", "half_day", "evening", "with_kids")
@@ -161,6 +164,12 @@ def heldout_packs() -> tuple[TravelPack, ...]:
 
 
 @cache
+def heldout2_packs() -> tuple[TravelPack, ...]:
+    """Every pack in ``apps/travel/phrasings/heldout2/``: the second held-out set, never tuned on."""
+    return _packs(HELDOUT2_DIR)
+
+
+@cache
 def dev_packs(name: str = "dev") -> tuple[TravelPack, ...]:
     """Every pack of the development set ``name`` (a key of :data:`DEV_SETS`): wordings the reading was improved
     against."""
@@ -170,7 +179,8 @@ def dev_packs(name: str = "dev") -> tuple[TravelPack, ...]:
 
 
 def main() -> None:
-    for name, packs in (*((n, dev_packs(n)) for n in DEV_SETS), ("heldout", heldout_packs())):
+    for name, packs in (*((n, dev_packs(n)) for n in DEV_SETS), ("heldout", heldout_packs()),
+                        ("heldout2", heldout2_packs())):
         for p in packs:
             n = sum(len(v) for _, v in p._templates())
             print(f"{name:8s} {p.family:28s} {n:4d} templates, {len(p.phrases):3d} phrase keys")

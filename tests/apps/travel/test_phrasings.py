@@ -78,9 +78,9 @@ def test_world_writes_held_out_requests(tmp_path: Path) -> None:
 
 
 def test_every_shipped_pack_loads_and_families_are_unique_across_sets() -> None:
-    from apps.travel.phrasings import DEV_SETS, dev_packs, heldout_packs
+    from apps.travel.phrasings import DEV_SETS, dev_packs, heldout2_packs, heldout_packs
 
-    sets = {**{name: dev_packs(name) for name in DEV_SETS}, "heldout": heldout_packs()}
+    sets = {**{name: dev_packs(name) for name in DEV_SETS}, "heldout": heldout_packs(), "heldout2": heldout2_packs()}
     assert all(len(packs) == 5 for packs in sets.values())
     with pytest.raises(TravelPhrasingError, match="unknown development set 'dev9'"):
         dev_packs("dev9")
