@@ -524,8 +524,8 @@ _DIALECT_WORDS = {"nae": "no", "mair": "more", "tae": "to", "fae": "from", "aw":
                   "roond": "round"}
 """Scots words a request may be written in ("nae mair than 3 stops", "fae 9am tae 5pm"), read as their English."""
 _DIALECT = re.compile(r"(?<![\w'])(?:" + "|".join(re.escape(w) for w in sorted(_DIALECT_WORDS, key=len, reverse=True))
-                      + r")(?![\w'])|\b\w{2,}in'(?!\w)", re.I)
-"""The Scots words, and a dropped g ("walkin'", "stoppin'")."""
+                      + r")(?![\w'])|(?-i:\b[a-z]{2,}in')(?!\w)", re.I)
+"""The Scots words, and a dropped g in a lower-case word ("walkin'", "stoppin'"; not a quoted "'Berlin'")."""
 
 
 def text_constraints(text: str, pois: Mapping[str, Poi]) -> dict[str, Any]:
