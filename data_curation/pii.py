@@ -1112,39 +1112,43 @@ class Scrubber:
 
     def _across(self, texts: Sequence[str], found: Sequence[Sequence[Detection]],
                 i: int) -> list[tuple[int, int, str, int]]:
-        """Values cut by sending a message too soon: when message ``i`` ends in a value or a digit and the next one
-        is short, or starts with a digit or a dash, the two (or three, when the third is short too) are read as one
-        text, and what crosses a message boundary is split back into each message's part."""
+        """Values cut by sending a message too soon: when message ``i`` ends in a digit or a value and the next starts
+        with a digit, a dash, a plus or a bracket, or ``i`` ends in a value and the next is short, the two (or three) are read as one text (of
+        the first, its last ~160 characters), and what crosses a message boundary is split back into each message's
+        part."""
         text = texts[i].rstrip()
-        ends_in_value = bool(text) and (text[-1].isdigit() or any(d.end >= len(text) - 1 for d in found[i]))
+        ends_in_value = bool(text) and any(d.end >= len(text) - 1 for d in found[i])
         window = [i]
         for k in range(i + 1, min(len(texts), i + 3)):
             nxt = texts[k].lstrip()
-            if not nxt or len(nxt) > 100 or not (ends_in_value or nxt[0].isdigit() or nxt[0] in "-–+("):
+            cut_short = ends_in_value or text[-1:].isdigit() or text[-1:] == ")"  # "… (21) 99812", "call +1 (347)"
+            goes_on = cut_short and (nxt[:1].isdigit() or nxt[:1] in ("-", "–", "+", "("))  # "-3407", "555"
+            if not nxt or len(nxt) > 100 or not (goes_on or (ends_in_value and len(nxt) <= 60)):
                 break
             window.append(k)
             text = texts[k].rstrip()
-            ends_in_value = bool(text) and text[-1].isdigit()
+            ends_in_value = bool(text) and any(d.end >= len(text) - 1 for d in found[k])
         if len(window) < 2:
             return []
-        joined, offsets = "", []
-        for k in window:
-            if joined:
-                joined += "" if texts[k].lstrip()[:1] in "-–" else " "
+        # only the first message's tail is read again (a value cut at its end starts there): not all of a long text
+        cut = texts[i].rfind(" ", 0, max(0, len(texts[i]) - _ACROSS_TAIL)) + 1
+        joined, offsets = texts[i][cut:], [-cut]
+        for k in window[1:]:
+            joined += "" if texts[k].lstrip()[:1] in "-–" else " "
             offsets.append(len(joined))
             joined += texts[k]
         out = []
         for d in self.detect(joined):
             parts = []
             for k, off in zip(window, offsets, strict=True):
-                a, b = max(d.start, off), min(d.end, off + len(texts[k]))
+                a, b = max(d.start, off, 0), min(d.end, off + len(texts[k]))
                 piece = joined[a:b]
                 lead, trail = len(piece) - len(piece.lstrip(" -–,")), len(piece) - len(piece.rstrip(" -–,"))
                 if b - a - lead - trail > 0:
                     parts.append((a - off + lead, b - off - trail, d.type, k))
-            later = [texts[k][a:b] for a, b, _, k in parts[1:]]
             if d.type == "NAME":
                 continue  # a name's rules read a message's own words ("お届け先は山田 花子です" / "ユニクロの…です")
+            later = [texts[k][a:b] for a, b, _, k in parts[1:]]
             if d.type == "ADDRESS" and not all((p[:1].isupper() or p[:1].isdigit()) and any(c.isdigit() for c in p)
                                                for p in later):
                 continue  # an address goes on with a capitalised place and a code ("Galway H91 E2K4"), not "items"
@@ -1188,6 +1192,8 @@ _TRAILING_CUE = re.compile(
     r"recipient|address|ship(?: it)? to|deliver(?: it)? to|send(?: it)? to|phone(?: number)?|mobile(?: number)?|"
     r"my number)\s*(?:is|:|#|-|=)?\s*$"
 )
+_ACROSS_TAIL = 160
+"""Characters of a message's end read together with the messages after it (:meth:`Scrubber._across`)."""
 _TAIL_DIGITS = re.compile(r"(?P<d>(?:\+\s?)?\d{2,6}(?:[ .-]\d{1,6})*)\s*[.!?…]*\s*$")
 _HEAD_DIGITS = re.compile(r"^\s*(?:[^\W\d]+[.!,]?\s+){0,2}(?P<d>\d{1,6}(?:[ .-]\d{1,6})*)(?![\w])")
 _PHONE_FRAGMENT_CUE = re.compile(r"(?i)\b(?:call|phone|tel|mobile|cell|number|número|numero|nummer|whatsapp|text|ring|"

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
+from functools import lru_cache
 from typing import Any
 
 from apps.travel.checker import Poi
@@ -457,15 +458,15 @@ _WANT_WORDS = {
     "photogenic": ("photogenic", "photo", "photos", "insta", "instagram", "instagrammable", "insta-worthy",
                    "picturesque", "pictures", "on camera", "camera"),
     "romantic": ("romantic", "romance"),
-    "late-night": ("late-night", "late night", "open late", "late-opening", "until late", "opening late"),
-    "kid-friendly": ("kid-friendly", "kid friendly", "child-friendly", "family-friendly", "good for kids",
-                     "for children", "for kids", "kids", "children"),
-    "outdoor": ("outdoor", "outdoors", "outside", "open-air", "open air", "fresh air"),
-    "indoor": ("indoor", "indoors", "inside"),
+    "late-night": (*_TAG_WORDS["late-night"], "late-opening", "until late", "opening late"),
+    "kid-friendly": (*_TAG_WORDS["kid-friendly"], "for children", "for kids", "kids", "children"),
+    "outdoor": (*_TAG_WORDS["outdoor"], "fresh air"),
+    "indoor": _TAG_WORDS["indoor"],
     "vegetarian": ("vegetarian", "veggie", "vegan"),
     "wheelchair-accessible": ("wheelchair", "step-free", "accessible"),
 }
-"""Words for the tags a request may like (scored by the checker, not required)."""
+"""Words for the tags a request may like (scored by the checker, not required): the avoidable tags' words
+(:data:`_TAG_WORDS`) and more."""
 _WANT_CUE = re.compile(_WANT.pattern + r"|" + _SOFT.pattern + r"|\+1\b|\bnice[- ]?2[- ]?have|\bwould b nice|\bpref\b|"
                        r"\bsoft\b|\bshould\b|\bwould (?:be )?(?:great|lovely|welcome|appreciated)|\bif (?:poss|it fits|"
                        r"you can|convenient)|\bwhere (?:possible|convenient)|\bfavou?r\b|\bkeen\b|\bbraw\b", re.I)
@@ -528,6 +529,14 @@ _DIALECT = re.compile(r"(?<![\w'])(?:" + "|".join(re.escape(w) for w in sorted(_
 """The Scots words, and a dropped g in a lower-case word ("walkin'", "stoppin'"; not a quoted "'Berlin'")."""
 
 
+@lru_cache(maxsize=8)
+def _names_pattern(names: tuple[str, ...]) -> re.Pattern[str] | None:
+    """One pattern for a catalog's lodging names, longest first (built once per catalog, not per request)."""
+    if not names:
+        return None
+    return re.compile("|".join(re.escape(n) for n in sorted(names, key=len, reverse=True)), re.I)
+
+
 def text_constraints(text: str, pois: Mapping[str, Poi]) -> dict[str, Any]:
     """Constraint fields (``PlanConstraints`` keys) the words of a trip request state; only what they state."""
     text = text.replace("_", " ")  # keys written as identifiers: "t_start: 9am", "must_visit: a park"
@@ -537,9 +546,8 @@ def text_constraints(text: str, pois: Mapping[str, Poi]) -> dict[str, Any]:
         out["min_stops"], out["max_stops"] = counts
     names = sorted({p.category for p in pois.values() if p.group not in _LODGING}
                    | {p.group for p in pois.values() if p.group not in _LODGING})
-    lodging_names = [p.name for p in pois.values() if p.group in _LODGING]
-    unlodged = re.sub("|".join(re.escape(n) for n in sorted(lodging_names, key=len, reverse=True)), "the hotel", text,
-                      flags=re.I) if lodging_names else text  # "Marlowe Hostel Museum Quarter" asks for no museum
+    lodging = _names_pattern(tuple(p.name for p in pois.values() if p.group in _LODGING))
+    unlodged = lodging.sub("the hotel", text) if lodging else text  # "Marlowe Hostel Museum Quarter" asks no museum
     if musts := must_categories(unlodged, names):
         group_of = {p.category: p.group for p in pois.values()}
         covered = {group_of[m] for m in musts if m in group_of}  # "a fine-dining dinner": fine_dining covers food
