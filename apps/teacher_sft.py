@@ -22,7 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from harness.agent import Final, TurnContext
+from harness.agent import Final, TurnContext, add_note
 from harness.budget import Budget
 from harness.catalog import Item
 from harness.env import AppEnv
@@ -44,8 +44,10 @@ def turn_context(env: AppEnv, task: Task) -> tuple[list[dict[str, Any]], TurnCon
     model, an unhurried budget): what a teacher answers in."""
     user = [{"role": m.role, "content": m.content} for m in task.messages if m.role != "system"]
     session = SessionState(app=env.spec.name, constraints=dict(env.request_fn(task)), messages=list(user))
-    return user, TurnContext(app=env.spec, session=session, constraints=session.constraints, budget=Budget(60_000.0),
-                             model=None)
+    ctx = TurnContext(app=env.spec, session=session, constraints=session.constraints, budget=Budget(60_000.0),
+                      model=None)
+    add_note(ctx)  # the app's note on the last user message, as a served turn gets it
+    return list(session.messages), ctx
 
 
 class FallbackSft:
@@ -61,7 +63,12 @@ class FallbackSft:
     def corpus(self, cfg: SFTConfig) -> list[str]:
         texts = [t for item in RecordReader(find_catalog(Path(cfg.world))[0], Item)
                  for t in (item.title, " > ".join(item.category_path))]
-        texts += [m.content for task in self._tasks(cfg, None) for m in task.messages]
+        tasks = self._tasks(cfg, None)
+        texts += [m.content for task in tasks for m in task.messages]
+        env = self.env(Path(cfg.world))
+        if env.spec.turn_note is not None:  # the notes the model reads after its app's user messages
+            texts += [str(user[-1].get("note", "")) for task in tasks if task.app == env.spec.name
+                      for user in [turn_context(env, task)[0]] if user]
         return texts + self.trajectory_spec().corpus()
 
     def build(self, cfg: SFTConfig) -> SftData:

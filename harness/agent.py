@@ -134,6 +134,10 @@ class AppSpec:
     prompt_tools: bool = True
     """Render the tools' JSON schemas in every prompt (OpenAI tools format). False = the compact protocol: the
     model was trained to call the tools, the prompt carries the system prompt alone (the tools stay callable)."""
+    turn_note: Callable[[TurnContext], str | None] | None = None
+    """What the request tells the model beside the user's words (livestream: the product on screen and the facts its
+    sheet has), kept as the user message's ``"note"`` and shown to the model after the words (:func:`for_model`);
+    the fallback, the session's text and the reward read the words alone. None = no note."""
 
     def prompt_schemas(self) -> list[dict[str, Any]]:
         """The tool schemas every prompt lists ([] under the compact protocol)."""
@@ -233,9 +237,18 @@ class LoopConfig:
     error). RL rollouts turn it off: a policy must not be rewarded for broken calls."""
 
 
+def for_model(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The messages as the model reads them: a user message's ``"note"`` (:attr:`AppSpec.turn_note`) on a line
+    after its words, in brackets. Every renderer of prompts and SFT examples goes through this, so what a model
+    is trained on and what it is served are the same text."""
+    return [{**{k: v for k, v in m.items() if k != "note"}, "content": f"{m.get('content') or ''}\n[{m['note']}]"}
+            if m.get("note") else m for m in messages]
+
+
 def render_ids(tokenizer: Any, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> list[int]:
     """Prompt token ids: the chat template with tools and the assistant generation prompt."""
-    text = tokenizer.apply_chat_template(messages, tools=tools or None, add_generation_prompt=True, tokenize=False)
+    text = tokenizer.apply_chat_template(for_model(messages), tools=tools or None, add_generation_prompt=True,
+                                         tokenize=False)
     return [int(i) for i in tokenizer(text, add_special_tokens=False)["input_ids"]]
 
 
@@ -384,6 +397,8 @@ class TurnRun:
             session.messages.append({"role": "user", "content": user_text})
         merged = {**session.constraints, **(constraints or {})}
         self.ctx = TurnContext(app=loop.app, session=session, constraints=merged, budget=budget, model=loop.model)
+        if user_text is not None:
+            add_note(self.ctx)
         self.result = TurnResult(final=Final(reply=""))
         self.final: Final | None = None
         self.over = False
@@ -511,6 +526,13 @@ class TurnRun:
         return fit_prompt(tok, app.system_prompt, messages, tools, cfg.max_prompt_tokens)
 
 
+def add_note(ctx: TurnContext) -> None:
+    """Give the session's last message (the user's, just added) the app's note for this turn, if it has one."""
+    note = ctx.app.turn_note(ctx) if ctx.app.turn_note is not None else None
+    if note and ctx.session.messages and ctx.session.messages[-1].get("role") == "user":
+        ctx.session.messages[-1]["note"] = note
+
+
 def call_seed(seed: int, *parts: Any) -> int:
     """A stable 31-bit seed from a base seed and any labels: one model call's (turn, step), an RL episode's
     (task, round, sample)."""
@@ -532,6 +554,7 @@ def context_delta(tokenizer: Any, messages: list[dict[str, Any]], n_before: int,
     ends in its own eos; the template's text from there on is appended as context.
     """
     eos = getattr(tokenizer, "eos_token", None) or "<|im_end|>"
+    messages = for_model(messages)
     head = tokenizer.apply_chat_template(messages[:n_before + 1], tools=tools or None, add_generation_prompt=False,
                                          tokenize=False)
     full = tokenizer.apply_chat_template(messages, tools=tools or None, add_generation_prompt=True, tokenize=False)

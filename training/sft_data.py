@@ -29,6 +29,7 @@ import torch
 from pydantic import BaseModel, ConfigDict, Field
 from transformers import PreTrainedTokenizerBase
 
+from harness.agent import for_model
 from harness.agent_dir import SID_END, SID_START
 from harness.tasks import Task
 
@@ -123,7 +124,7 @@ def encode_example(tokenizer: PreTrainedTokenizerBase, example: ChatExample, max
     no assistant token is left to learn from — except trajectories, where it raises (a cut trajectory
     teaches a broken call)."""
     tools: Any = example.tools
-    out: Any = tokenizer.apply_chat_template(example.messages, tools=tools, tokenize=True,
+    out: Any = tokenizer.apply_chat_template(for_model(example.messages), tools=tools, tokenize=True,
                                              return_dict=True, return_assistant_tokens_mask=True)  # a BatchEncoding
     full = [int(i) for i in out["input_ids"]]
     mask = [int(m) for m in out["assistant_masks"]]

@@ -130,6 +130,29 @@ def fact_sheet(item: Item) -> dict[str, str]:
     return facts
 
 
+def turn_note(ctx: TurnContext) -> str | None:
+    """The compact protocol's note to the model (:attr:`harness.agent.AppSpec.turn_note`): the product the request
+    points at (its ``item_id``, else the one on screen) as its place in the stream with its brand and noun, and the
+    fact names its sheet has, e.g. ``on screen: #1 Northline sneakers; facts: price, stock, brand, colours``. With
+    nothing on screen, the facts of the stream's products. A viewer's words only hint at a fact ("how long till it
+    gets here"); the note names the facts to choose from, and a fact it does not list is ``unknown``."""
+    stream = streams_of(ctx).get(str(ctx.constraints.get("stream_id")))
+    if stream is None:
+        return None
+    catalog = ctx.catalog
+    meant = ctx.constraints.get("item_id")
+    item_id = meant if isinstance(meant, str) and meant in catalog else _on_screen(ctx, stream)
+    if item_id is None or item_id not in catalog:
+        names = dict.fromkeys(k for i in stream.item_ids if i in catalog for k in fact_sheet(catalog[i]))
+        return f"nothing on screen; facts: {', '.join(names)}" if names else None
+    item = catalog[item_id]
+    where = f"#{stream.item_ids.index(item_id) + 1} " if item_id in stream.item_ids else ""
+    brand = str(item.attributes.get("brand", "")).strip()
+    noun = item.category_path[-1].lower() if item.category_path else ""
+    name = " ".join(p for p in (brand, noun) if p) or item.title
+    return f"on screen: {where}{name}; facts: {', '.join(fact_sheet(item))}"
+
+
 def fact_value(fact: str, catalog: Catalog) -> AttributeValue | None:
     """The value of fact id ``"<item_id>.<name>"`` (an attribute, ``price`` or ``stock``), or None."""
     item_id, sep, name = fact.rpartition(".")
@@ -277,7 +300,7 @@ def livestream_app(world: Path | str | None = None, *, catalog: Catalog | None =
         name="livestream", system_prompt=ANSWER_PROMPT, tools=ToolRegistry(TOOLS), catalog=catalog,
         fallback=fallback, resources=LivestreamResources(by_id, facts), prompt_tools=False,
         listing=functools.cache(lambda: stream_listing(by_id, catalog)),  # streams never change while served
-        default_budget_ms=budget_ms, max_steps=max_steps, require_stock=False,
+        default_budget_ms=budget_ms, max_steps=max_steps, require_stock=False, turn_note=turn_note,
     )
 
 

@@ -39,6 +39,8 @@ def test_teacher_examples_replay_through_the_served_loop_as_successes(app: str, 
         # the compact protocol: the system prompt, the user's message and the one call, no tool schemas
         assert [m["role"] for m in example.messages] == ["system", "user", "assistant"]
         assert example.tools == spec.tools == []
+        if app == "livestream":  # the note a served turn gets: the product on screen and its facts
+            assert example.messages[1]["note"].split("; facts: ")[1].startswith("price, stock")
         call = example.messages[-1]["tool_calls"][0]["function"]
         assert call["name"] == {"livestream": "answer", "travel": "plan"}[app]
         engine = scripted([render_call(call["name"], json.loads(call["arguments"]))])

@@ -239,6 +239,18 @@ def test_fit_prompt_keeps_system_tools_and_first_user_and_drops_the_oldest(chat_
     assert fit_prompt(chat_tokenizer, "SYS", msgs, [], len(minimal) - 1) is None  # the loop falls back
 
 
+def test_for_model_puts_a_user_note_after_the_words() -> None:
+    from harness.agent import for_model
+
+    plain = {"role": "user", "content": "hi"}
+    noted = {"role": "user", "content": "price?", "note": "on screen: #2 lamp", "name": "v"}
+    out = for_model([plain, noted, {"role": "user", "content": "x", "note": ""}])
+    assert out[0] is plain  # no note: the same message
+    assert out[1] == {"role": "user", "content": "price?\n[on screen: #2 lamp]", "name": "v"}
+    assert out[2] == {"role": "user", "content": "x", "note": ""}  # an empty note adds nothing
+    assert noted["content"] == "price?"  # the session's message is not changed
+
+
 def test_sids_written_as_text_are_grounded_items_and_cut_from_the_reply(scripted: Any) -> None:
     import numpy as np
 

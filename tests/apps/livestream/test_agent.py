@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from apps.livestream.agent import DEFAULT_BUDGET_MS, fallback, livestream_app
+from apps.livestream.agent import DEFAULT_BUDGET_MS, fallback, livestream_app, turn_note
 from apps.livestream.env import request_constraints, reward, simulated_user
 from apps.livestream.world import LivestreamWorldConfig, generate_livestream_world
 from harness.agent import AgentLoop, AppSpec, Final, ModelAccess, TurnContext
@@ -250,6 +250,53 @@ def test_scripted_model_reads_facts_then_responds_through_the_loop(app: AppSpec)
     assert result.final.reply == "$89.99 right now." and result.final.item_ids == [HEADPHONES]
     observation = json.loads(session.messages[2]["content"])
     assert observation["result"]["facts"] == {"price": "$89.99"}
+
+
+class _RecordingTokenizer(_Tokenizer):
+    """The JSON-rendering tokenizer that also keeps the last text it rendered."""
+
+    rendered = ""
+
+    def apply_chat_template(self, messages: list[dict[str, Any]], tools: Any = None, add_generation_prompt: bool = True,
+                            tokenize: bool = False) -> str:
+        self.rendered = super().apply_chat_template(messages, tools, add_generation_prompt, tokenize)
+        return self.rendered
+
+
+HEADPHONE_FACTS = "price, stock, brand, shipping_days, discount_percent, colours, battery_hours, waterproof"
+
+
+@pytest.mark.parametrize(("constraints", "note"), [
+    ({"stream_id": "stream-t", "ts_offset_s": 400}, f"on screen: #2 Sonaro headphones; facts: {HEADPHONE_FACTS}"),
+    # the overlay's item_id wins over what is on screen
+    ({"stream_id": "stream-t", "ts_offset_s": 100, "item_id": SERUM},
+     "on screen: #3 GlowLab serum; facts: price, stock, brand, vegan, ingredients, discount_percent"),
+    # between two windows: every fact of the stream's products, in show order, once
+    ({"stream_id": "stream-t", "ts_offset_s": 305},
+     "nothing on screen; facts: price, stock, brand, shipping_days, returns_days, discount_percent, colours, "
+     "waterproof, battery_hours, warranty_months, vegan, ingredients"),
+    ({"ts_offset_s": 100}, None),  # no stream: no note
+    ({"stream_id": "stream-x", "ts_offset_s": 100}, None),
+])
+def test_turn_note_names_the_product_on_screen_and_the_facts_of_its_sheet(
+        app: AppSpec, constraints: dict[str, Any], note: str | None) -> None:
+    assert turn_note(_ctx(app, "price?", **constraints)) == note
+
+
+def test_the_model_reads_the_note_after_the_words_and_the_fallback_the_words_alone(app: AppSpec) -> None:
+    tokenizer = _RecordingTokenizer()
+    engine = _Engine([""])
+    loop = AgentLoop(app, ModelAccess(engine=engine, tokenizer=tokenizer))  # type: ignore[arg-type]
+    session = SessionState(app="livestream")
+    result = loop.run_turn(session, "how long does it last?", constraints={"stream_id": "stream-t", "ts_offset_s": 400})
+    sent = json.loads(tokenizer.rendered)
+    assert sent[1] == {"role": "user", "content": "how long does it last?\n"
+                       f"[on screen: #2 Sonaro headphones; facts: {HEADPHONE_FACTS}]"}
+    assert session.messages[0]["content"] == "how long does it last?"  # the note is kept beside the words
+    assert session.messages[0]["note"].startswith("on screen: #2")
+    # the model wrote nothing: the reader answers from the words (and the screen), not from the note
+    assert result.degraded and result.final.reply == fallback(_ctx(
+        app, "how long does it last?", stream_id="stream-t", ts_offset_s=400), "no_model").reply
 
 
 # ------------------------------------------------------------------------------------------------ reward
