@@ -6,7 +6,8 @@
 Three task sets of one world (``sidekick world livestream``): ``train wordings`` (``tasks.jsonl``: the base
 templates of apps/livestream/vocab.py and the training phrasing families), ``dev wordings`` (``dev/tasks.jsonl``:
 a first outside author's families, which the reader was then improved against), ``dev2 wordings``
-(``dev2/tasks.jsonl``: a third author's families, the second development set) and ``held-out wordings``
+(``dev2/tasks.jsonl``: a third author's families, the second development set), ``dev3 wordings``
+(``dev3/tasks.jsonl``: a fourth author's, the third) and ``held-out wordings``
 (``heldout/tasks.jsonl``: a second outside author's families, which nobody tuned on). Methods,
 each answering from the fact sheet without a model, as served under budget:
 
@@ -39,10 +40,11 @@ sys.path.insert(0, str(ROOT))
 
 from apps.livestream.agent import fact_value, livestream_app  # noqa: E402
 from apps.livestream.env import fact_mentioned, request_constraints, reward  # noqa: E402
-from apps.livestream.phrasings import dev2_packs, dev_packs, heldout_packs, train_packs  # noqa: E402
+from apps.livestream.phrasings import dev2_packs, dev3_packs, dev_packs, heldout_packs, train_packs  # noqa: E402
 from apps.livestream.reader import Reader  # noqa: E402
 from apps.livestream.world import (  # noqa: E402
     DEV2_DIR,
+    DEV3_DIR,
     DEV_DIR,
     HELDOUT_DIR,
     LivestreamWorldConfig,
@@ -114,7 +116,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--world", type=Path, default=None, help="a livestream world (default: generate one)")
     ap.add_argument("--quick", action="store_true", help="the first 300 questions of each set")
-    ap.add_argument("--sets", default=None, help="comma-separated subset of: train, dev, dev2, held-out (default all)")
+    ap.add_argument("--sets", default=None, help="comma-separated subset of: train, dev, dev2, dev3, held-out "
+                    "(default all)")
     ap.add_argument("--out", type=Path, default=ROOT / "bench/results/livestream.json")
     args = ap.parse_args()
     world = args.world
@@ -123,12 +126,13 @@ def main() -> None:
         print(f"generating the default livestream world in {world}", flush=True)
         generate_livestream_world(LivestreamWorldConfig(), world)
     sets = {"train wordings": world / TASKS_FILE, "dev wordings": world / DEV_DIR / TASKS_FILE,
-            "dev2 wordings": world / DEV2_DIR / TASKS_FILE, "held-out wordings": world / HELDOUT_DIR / TASKS_FILE}
+            "dev2 wordings": world / DEV2_DIR / TASKS_FILE,
+            "dev3 wordings": world / DEV3_DIR / TASKS_FILE, "held-out wordings": world / HELDOUT_DIR / TASKS_FILE}
     if args.sets:
         wanted = {w.strip() for w in args.sets.split(",")}
         unknown = wanted - {name.removesuffix(" wordings") for name in sets}
         if unknown:
-            sys.exit(f"--sets: unknown {', '.join(sorted(unknown))} (train, dev, dev2, held-out)")
+            sys.exit(f"--sets: unknown {', '.join(sorted(unknown))} (train, dev, dev2, dev3, held-out)")
         sets = {name: path for name, path in sets.items() if name.removesuffix(" wordings") in wanted}
     if not (world / TASKS_FILE).is_file():
         sys.exit(f"{world}: no {TASKS_FILE}; generate it with `sidekick world livestream --out {world}`")
@@ -136,13 +140,15 @@ def main() -> None:
         print(f"{name}: no {sets.pop(name)} (no such packs shipped, or a world generated before them: regenerate it)")
     spec = livestream_app(world)
     names = {k: ", ".join(p.family for p in packs()) for k, packs in
-             (("train", train_packs), ("dev", dev_packs), ("dev2", dev2_packs), ("held-out", heldout_packs))}
+             (("train", train_packs), ("dev", dev_packs), ("dev2", dev2_packs), ("dev3", dev3_packs),
+              ("held-out", heldout_packs))}
     print("families: " + "; ".join(f"{k} {v}" for k, v in names.items()))
     result: dict[str, Any] = {"world": str(world), "quick": args.quick, "sets": {}}
     for set_name, path in sets.items():
         with open(path, encoding="utf-8") as f:
             tasks = [Task.model_validate_json(line) for line in f if line.strip()][: 300 if args.quick else None]
-        lang = {p.family: p.lang for p in (*train_packs(), *dev_packs(), *dev2_packs(), *heldout_packs())}
+        lang = {p.family: p.lang
+                for p in (*train_packs(), *dev_packs(), *dev2_packs(), *dev3_packs(), *heldout_packs())}
         per_method = {m: answer_all(spec, tasks, reader) for m, reader in METHODS.items()}
         out: dict[str, Any] = {"tasks": len(tasks), "methods": {}, "breakdown": {}}
         print(f"\n{set_name}: {len(tasks)} questions of {path}")

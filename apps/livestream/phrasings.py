@@ -79,6 +79,7 @@ TRAIN_DIR = HERE / "train"
 HELDOUT_DIR = HERE / "heldout"
 DEV_DIR = HERE / "dev"
 DEV2_DIR = HERE / "dev2"
+DEV3_DIR = HERE / "dev3"
 VALUE_KEYS = tuple(sorted(VALUE_Q))
 BOOL_KEYS = tuple(sorted(BOOL_Q))
 MEMBER_KEYS = tuple(sorted(MEMBER_Q))
@@ -252,6 +253,14 @@ def dev2_packs() -> tuple[PhrasingPack, ...]:
 
 
 @cache
+def dev3_packs() -> tuple[PhrasingPack, ...]:
+    """Every pack in ``apps/livestream/phrasings/dev3/``: a fourth outside author's families (2026-12-06, teen,
+    Indian and terse English, Rioplatense Spanish, Austrian German, Belgian French), the third development set:
+    never trained on and never read by the reader's author; what the model-and-reader agent was designed on."""
+    return tuple(load_packs([DEV3_DIR] if DEV3_DIR.is_dir() else []))
+
+
+@cache
 def heldout_packs() -> tuple[PhrasingPack, ...]:
     """Every pack in ``apps/livestream/phrasings/heldout/`` (none of them is ever trained on)."""
     return tuple(load_packs([HELDOUT_DIR] if HELDOUT_DIR.is_dir() else []))
@@ -266,7 +275,7 @@ def template_key(template: str) -> str:
 
 def main() -> None:
     for name, packs in (("train", train_packs()), ("dev", dev_packs()), ("dev2", dev2_packs()),
-                        ("heldout", heldout_packs())):
+                        ("dev3", dev3_packs()), ("heldout", heldout_packs())):
         for p in packs:
             n = sum(1 for _ in p.templates())
             refs = sum(len(v) for v in p.refs.values())
@@ -276,7 +285,7 @@ def main() -> None:
     print(f"held-out templates also in a training family: {len(shared)}")
     for family, t in shared[:20]:
         print(f"  {family}: {t!r}")
-    shared_dev = [p.family for p in (*dev_packs(), *dev2_packs()) for _, _, t in p.templates()
+    shared_dev = [p.family for p in (*dev_packs(), *dev2_packs(), *dev3_packs()) for _, _, t in p.templates()
                   if template_key(t) in train]
     print(f"dev templates also in a training family: {len(shared_dev)}")
 

@@ -38,7 +38,14 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from apps.livestream.phrasings import PhrasingPack, dev2_packs, dev_packs, heldout_packs, train_packs
+from apps.livestream.phrasings import (
+    PhrasingPack,
+    dev2_packs,
+    dev3_packs,
+    dev_packs,
+    heldout_packs,
+    train_packs,
+)
 
 # The vocabulary lives in apps.livestream.vocab; the `noqa: F401` names are re-exported for
 # apps.livestream.agent, which imports them from here.
@@ -104,7 +111,10 @@ DEV_DIR = "dev"
 improved against them)."""
 DEV2_DIR = "dev2"
 """``<world>/dev2/tasks.jsonl``: questions worded by the second development families (a third outside author)."""
-_SETS = {"train": ("questions", "q"), "dev": ("dev", "d"), "dev2": ("dev2", "e"), "heldout": ("heldout", "h")}
+DEV3_DIR = "dev3"
+"""``<world>/dev3/tasks.jsonl``: questions worded by the third development families (a fourth outside author)."""
+_SETS = {"train": ("questions", "q"), "dev": ("dev", "d"), "dev2": ("dev2", "e"), "dev3": ("dev3", "f"),
+         "heldout": ("heldout", "h")}
 TASK_KINDS = ("question", "comparison", "unanswerable", "off_topic")
 SPECIAL_FACTS = ("price", "stock")
 """Fact names that refer to ``Item`` fields rather than to ``Item.attributes``."""
@@ -133,7 +143,7 @@ class LivestreamWorldConfig(BaseModel):
     heldout_questions: int = Field(
         default=600, ge=0, description="Questions worded only by the held-out phrasing families "
         "(apps/livestream/phrasings/heldout/), written to heldout/tasks.jsonl for evaluation, and as many worded "
-        "by each set of development families to dev/tasks.jsonl and dev2/tasks.jsonl. Default 600.",
+        "by each set of development families to dev/, dev2/ and dev3/tasks.jsonl. Default 600.",
     )
     off_topic_fraction: float = Field(
         default=0.1, ge=0, le=1, description="Share of questions not about the products (chit-chat)."
@@ -761,11 +771,12 @@ def _ask_questions(
     pairs: list[tuple[int, int]], weights: list[float], which: str = "train",
 ) -> list[_Asked]:
     """All viewer questions in time order, with task ids ``ls-q-000001``… worded by the training families,
-    or the development (``which="dev"``, ``ls-d-…``; ``"dev2"``, ``ls-e-…``) or held-out (``"heldout"``,
-    ``ls-h-…``) questions worded by those families only."""
+    or the development (``which="dev"``, ``ls-d-…``; ``"dev2"``, ``ls-e-…``; ``"dev3"``, ``ls-f-…``) or
+    held-out (``"heldout"``, ``ls-h-…``) questions worded by those families only."""
     name, prefix = _SETS[which]
     rng = random.Random(f"livestream:{config.seed}:{name}")
-    packs = {"train": train_packs, "dev": dev_packs, "dev2": dev2_packs, "heldout": heldout_packs}[which]()
+    packs = {"train": train_packs, "dev": dev_packs, "dev2": dev2_packs, "dev3": dev3_packs,
+             "heldout": heldout_packs}[which]()
     if not packs:
         return []
     kinds = _kinds(rng, config, config.questions if which == "train" else config.heldout_questions)
@@ -898,11 +909,12 @@ def generate_livestream_world(
     heldout = [_to_task(a) for a in _ask_questions(config, streams, products, pairs, weights, "heldout")]
     dev = [_to_task(a) for a in _ask_questions(config, streams, products, pairs, weights, "dev")]
     dev2 = [_to_task(a) for a in _ask_questions(config, streams, products, pairs, weights, "dev2")]
-    for task in (*heldout, *dev, *dev2):
+    dev3 = [_to_task(a) for a in _ask_questions(config, streams, products, pairs, weights, "dev3")]
+    for task in (*heldout, *dev, *dev2, *dev3):
         task.meta.pop("session_id", None)  # held-out and dev viewers' chats are not in the logs
     sessions = _build_sessions(config, streams, pairs, asked)
     # a rerun without those packs leaves no old file
-    for stale, records in ((HELDOUT_DIR, heldout), (DEV_DIR, dev), (DEV2_DIR, dev2)):
+    for stale, records in ((HELDOUT_DIR, heldout), (DEV_DIR, dev), (DEV2_DIR, dev2), (DEV3_DIR, dev3)):
         if not records:
             (out / stale / TASKS_FILE).unlink(missing_ok=True)
     counts: dict[str, Any] = {
@@ -912,6 +924,7 @@ def generate_livestream_world(
         "heldout_tasks": _write(out / HELDOUT_DIR / TASKS_FILE, Task, heldout, progress) if heldout else 0,
         "dev_tasks": _write(out / DEV_DIR / TASKS_FILE, Task, dev, progress) if dev else 0,
         "dev2_tasks": _write(out / DEV2_DIR / TASKS_FILE, Task, dev2, progress) if dev2 else 0,
+        "dev3_tasks": _write(out / DEV3_DIR / TASKS_FILE, Task, dev3, progress) if dev3 else 0,
         "sessions": _write(out / LOGS_FILE, Session, sessions, progress),
         "tasks_by_kind": {kind: sum(t.kind == kind for t in tasks) for kind in TASK_KINDS},
     }

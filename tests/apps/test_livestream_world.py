@@ -346,7 +346,7 @@ def test_progress_counts_every_record(tmp_path: Path) -> None:
     config = TINY.model_copy(update={"questions": 50, "streams": 2})
     counts = generate_livestream_world(config, tmp_path, calls.append)
     assert sum(calls) == counts["items"] + counts["streams"] + counts["tasks"] + counts["heldout_tasks"] + \
-        counts["dev_tasks"] + counts["dev2_tasks"] + counts["sessions"]
+        counts["dev_tasks"] + counts["dev2_tasks"] + counts["dev3_tasks"] + counts["sessions"]
 
 
 def test_config_rejects_inconsistent_options() -> None:

@@ -15,6 +15,7 @@ import pytest
 from apps.livestream.phrasings import (
     PhrasingError,
     dev2_packs,
+    dev3_packs,
     dev_packs,
     heldout_packs,
     load_pack,
@@ -22,7 +23,14 @@ from apps.livestream.phrasings import (
     train_packs,
 )
 from apps.livestream.reader import Reader, fold, unslang
-from apps.livestream.world import DEV2_DIR, DEV_DIR, HELDOUT_DIR, LivestreamWorldConfig, generate_livestream_world
+from apps.livestream.world import (
+    DEV2_DIR,
+    DEV3_DIR,
+    DEV_DIR,
+    HELDOUT_DIR,
+    LivestreamWorldConfig,
+    generate_livestream_world,
+)
 from harness.agent import AppSpec, TurnContext
 from harness.budget import Budget
 from harness.session import SessionState
@@ -162,10 +170,10 @@ def test_pack_json_errors_name_the_line(tmp_path: Path) -> None:
 
 
 def test_shipped_packs_load_and_held_out_wordings_are_not_trained_on() -> None:
-    train, held, dev = train_packs(), heldout_packs(), (*dev_packs(), *dev2_packs())
+    train, held, dev = train_packs(), heldout_packs(), (*dev_packs(), *dev2_packs(), *dev3_packs())
     langs = {"en", "es", "de", "fr"}
     assert {p.lang for p in train} >= langs and {p.lang for p in dev_packs()} >= langs
-    assert {p.lang for p in dev2_packs()} >= langs
+    assert {p.lang for p in dev2_packs()} >= langs and {p.lang for p in dev3_packs()} >= langs
     trained = {template_key(t) for p in train for _, _, t in p.templates()}
     assert not [t for p in (*held, *dev) for _, _, t in p.templates() if template_key(t) in trained]
     assert len({p.family for p in (*train, *held, *dev)}) == len(train) + len(held) + len(dev)
@@ -185,6 +193,9 @@ def test_world_writes_held_out_questions_worded_only_by_held_out_families(tmp_pa
     dev2 = read(tmp_path / DEV2_DIR / TASKS_FILE)
     assert counts["dev2_tasks"] == 120 and {t.meta["family"] for t in dev2} <= {p.family for p in dev2_packs()}
     assert all(t.task_id.startswith("ls-e-") for t in dev2) and not any(t.messages[0].content in logged for t in dev2)
+    dev3 = read(tmp_path / DEV3_DIR / TASKS_FILE)
+    assert counts["dev3_tasks"] == 120 and {t.meta["family"] for t in dev3} <= {p.family for p in dev3_packs()}
+    assert all(t.task_id.startswith("ls-f-") for t in dev3) and not any(t.messages[0].content in logged for t in dev3)
     held = read(tmp_path / HELDOUT_DIR / TASKS_FILE)
     assert counts["heldout_tasks"] == 120 and {t.meta["family"] for t in held} <= held_families
     assert {t.task_id for t in train}.isdisjoint({t.task_id for t in held})
