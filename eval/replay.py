@@ -229,6 +229,7 @@ def base_metrics(out: TaskResult, ungrounded_served: int) -> dict[str, float]:
         "output_tokens": float(sum(t.output_tokens for t in turns)),
         "thinking_tokens": float(sum(t.thinking_tokens for t in turns)),
         "degraded": float(any(t.degraded for t in turns)),
+        "sure": float(any(t.reason == "sure" for t in turns)),  # the app's first_answer, before any model call
         "asked_user": float(bool(out.user_replies) or out.end == "turn_limit"),
     }
 

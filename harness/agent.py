@@ -134,6 +134,11 @@ class AppSpec:
     prompt_tools: bool = True
     """Render the tools' JSON schemas in every prompt (OpenAI tools format). False = the compact protocol: the
     model was trained to call the tools, the prompt carries the system prompt alone (the tools stay callable)."""
+    first_answer: Callable[[TurnContext], Final | None] | None = None
+    """An answer the app is sure of without the model (livestream: the reader when it reads both a product and a fact
+    of its sheet in the words), served at once before any model call (the turn's ``reason`` is ``"sure"``, not
+    degraded); the model answers the turns it leaves (None). None = the model answers every turn. Without a model
+    the fallback answers every turn, so this changes nothing there."""
     turn_note: Callable[[TurnContext], str | None] | None = None
     """What the request tells the model beside the user's words (livestream: the product on screen and the facts its
     sheet has), kept as the user message's ``"note"`` and shown to the model after the words (:func:`for_model`);
@@ -412,6 +417,12 @@ class TurnRun:
         loop, result = self.loop, self.result
         if loop.model is None:
             return self._stop("no_model")
+        if result.steps == 0 and loop.app.first_answer is not None:
+            final = loop.app.first_answer(self.ctx)
+            if final is not None and self.loop.grounder.check(final.named_items(), self.ctx.constraints)[1] == []:
+                self.session.messages.append({"role": "assistant", "content": final.reply})
+                self.final, self.over, result.reason = final, True, "sure"
+                return None
         if result.steps >= self.budget.max_steps:
             return self._stop("step_limit")
         ids = self._prompt_ids()

@@ -32,6 +32,7 @@ from apps.livestream.reader import (
     WHICH_ONE,
     fallback,
     streams_of,
+    sure_answer,
     warm_up,
 )
 from apps.livestream.world import (
@@ -283,9 +284,11 @@ TOOLS: tuple[Tool[Any, TurnContext], ...] = (
 # ------------------------------------------------------------------------------------------------ app
 def livestream_app(world: Path | str | None = None, *, catalog: Catalog | None = None,
                    streams: Iterable[Stream] | None = None, budget_ms: float = DEFAULT_BUDGET_MS,
-                   max_steps: int = 2) -> AppSpec:
+                   max_steps: int = 2, reader_first: bool = True) -> AppSpec:
     """The livestream agent over a world directory (``catalog.jsonl`` + ``streams.jsonl``) or a catalog and
-    streams given directly (these win over the directory's files)."""
+    streams given directly (these win over the directory's files). ``reader_first``: the reader answers what it
+    is sure of (a product and a fact of its sheet read in the words) before any model call, and the model the
+    rest (:func:`apps.livestream.reader.sure_answer`); False: the model answers every question."""
     if world is not None:
         root = Path(world)
         catalog = catalog if catalog is not None else Catalog.load(root / CATALOG_FILE)[0]
@@ -301,6 +304,7 @@ def livestream_app(world: Path | str | None = None, *, catalog: Catalog | None =
         fallback=fallback, resources=LivestreamResources(by_id, facts), prompt_tools=False,
         listing=functools.cache(lambda: stream_listing(by_id, catalog)),  # streams never change while served
         default_budget_ms=budget_ms, max_steps=max_steps, require_stock=False, turn_note=turn_note,
+        first_answer=sure_answer if reader_first else None,
     )
 
 

@@ -243,6 +243,7 @@ class _Engine:
 def test_scripted_model_reads_facts_then_responds_through_the_loop(app: AppSpec) -> None:
     engine = _Engine([render_call("product_facts", {"keys": ["price"]}),
                       render_call("respond", {"answer": "$89.99 right now.", "cited_facts": [f"{HEADPHONES}.price"]})])
+    app = livestream_app(catalog=app.catalog, streams=app.resources.streams.values(), reader_first=False)
     loop = AgentLoop(app, ModelAccess(engine=engine, tokenizer=_Tokenizer()))  # type: ignore[arg-type]
     session = SessionState(app="livestream")
     result = loop.run_turn(session, "price??", constraints={"stream_id": "stream-t", "ts_offset_s": 400})
@@ -297,6 +298,27 @@ def test_the_model_reads_the_note_after_the_words_and_the_fallback_the_words_alo
     # the model wrote nothing: the reader answers from the words (and the screen), not from the note
     assert result.degraded and result.final.reply == fallback(_ctx(
         app, "how long does it last?", stream_id="stream-t", ts_offset_s=400), "no_model").reply
+
+
+def test_the_reader_answers_what_it_is_sure_of_and_the_model_the_rest(app: AppSpec) -> None:
+    constraints = {"stream_id": "stream-t", "ts_offset_s": 400}  # the headphones on screen
+    engine = _Engine([render_call("answer", {"item": "this", "fact": "battery_hours"})])
+    loop = AgentLoop(app, ModelAccess(engine=engine, tokenizer=_Tokenizer()))  # type: ignore[arg-type]
+    # a product and a fact of its sheet in the words: the reader answers, the model is never called
+    sure = loop.run_turn(SessionState(app="livestream"), "how much are the headphones?", constraints=constraints)
+    assert (sure.reason, sure.degraded, sure.steps) == ("sure", False, 0)
+    assert "$89.99" in sure.final.reply and engine.replies  # the scripted reply is still unused
+    # no fact the reader reads in the words: the model's call answers
+    session = SessionState(app="livestream")
+    result = loop.run_turn(session, "ngl how long till they die", constraints=constraints)
+    assert not result.degraded and result.reason is None and result.steps == 1 and not engine.replies
+    assert "40" in result.final.reply and result.final.data["cited_facts"] == [f"{HEADPHONES}.battery_hours"]
+    # reader_first=False: the model answers every question
+    plain = livestream_app(catalog=app.catalog, streams=app.resources.streams.values(), reader_first=False)
+    engine = _Engine([render_call("answer", {"item": "this", "fact": "price"})])
+    loop = AgentLoop(plain, ModelAccess(engine=engine, tokenizer=_Tokenizer()))  # type: ignore[arg-type]
+    result = loop.run_turn(SessionState(app="livestream"), "how much are the headphones?", constraints=constraints)
+    assert result.reason is None and result.steps == 1 and "$89.99" in result.final.reply
 
 
 # ------------------------------------------------------------------------------------------------ reward
