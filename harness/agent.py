@@ -402,8 +402,7 @@ class TurnRun:
             session.messages.append({"role": "user", "content": user_text})
         merged = {**session.constraints, **(constraints or {})}
         self.ctx = TurnContext(app=loop.app, session=session, constraints=merged, budget=budget, model=loop.model)
-        if user_text is not None:
-            add_note(self.ctx)
+        add_note(self.ctx)  # the user's message of this turn: given here, or already last (an OpenAI-style chat)
         self.result = TurnResult(final=Final(reply=""))
         self.final: Final | None = None
         self.over = False
@@ -538,10 +537,13 @@ class TurnRun:
 
 
 def add_note(ctx: TurnContext) -> None:
-    """Give the session's last message (the user's, just added) the app's note for this turn, if it has one."""
-    note = ctx.app.turn_note(ctx) if ctx.app.turn_note is not None else None
-    if note and ctx.session.messages and ctx.session.messages[-1].get("role") == "user":
-        ctx.session.messages[-1]["note"] = note
+    """Give the session's last message, when it is the user's and has no note yet, the app's note for this turn."""
+    messages = ctx.session.messages
+    if ctx.app.turn_note is None or not messages or messages[-1].get("role") != "user" or messages[-1].get("note"):
+        return
+    note = ctx.app.turn_note(ctx)
+    if note:
+        messages[-1]["note"] = note
 
 
 def call_seed(seed: int, *parts: Any) -> int:

@@ -298,6 +298,12 @@ def test_the_model_reads_the_note_after_the_words_and_the_fallback_the_words_alo
     # the model wrote nothing: the reader answers from the words (and the screen), not from the note
     assert result.degraded and result.final.reply == fallback(_ctx(
         app, "how long does it last?", stream_id="stream-t", ts_offset_s=400), "no_model").reply
+    # the user's message already last (an OpenAI-style chat): it gets the note too, once
+    chat = SessionState(app="livestream", messages=[{"role": "user", "content": "ngl how long till they die"}])
+    AgentLoop(app, ModelAccess(engine=_Engine([""]), tokenizer=tokenizer)).run_turn(  # type: ignore[arg-type]
+        chat, None, constraints={"stream_id": "stream-t", "ts_offset_s": 400})
+    sent = json.loads(tokenizer.rendered)[1]["content"]
+    assert sent.startswith("ngl how long till they die\n[on screen: #2 Sonaro headphones;") and sent.count("[") == 1
 
 
 def test_the_reader_answers_what_it_is_sure_of_and_the_model_the_rest(app: AppSpec) -> None:
