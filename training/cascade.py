@@ -631,7 +631,9 @@ def rft(agent: Path, data: Sequence[Trajectory], r: RFTSettings, out: Path, seed
         progress: Callable[[int], None] | None = None) -> int:
     """Supervised steps on ``data`` (the policy tokens of kept trajectories) from ``agent``; writes the agent to
     ``out`` and returns the steps taken (0 when there is no data: the agent is copied unchanged). Batches by
-    :func:`rft_batches`."""
+    :func:`rft_batches`. A trajectory without a policy token (the app answered before any model call, e.g.
+    livestream's reader when it is sure, or the fallback) teaches nothing and is left out."""
+    data = [t for t in data if t.response_tokens > 0]
     worker = TrainWorker(agent, TrainerSettings(lr=r.lr), threads=0, seed=seed)
     steps = r.steps if data else 0
     for batch in rft_batches(data, r.batch_size, steps, seed):

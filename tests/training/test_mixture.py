@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from training.cascade import CascadeConfig, rft_batches
+from training.cascade import CascadeConfig, RFTSettings, rft, rft_batches
 from training.mixture import (
     APPS_FILE,
     MixtureError,
@@ -163,6 +163,15 @@ def _traj(opening: int, i: int, reward: float = 0.0) -> Trajectory:
     tokens = [opening] * OPENING + [i, i]
     return Trajectory(task_id=f"{opening}-{i}", group=i, sample=0, tokens=tokens, mask=[0] * OPENING + [1, 1],
                       logprobs=[0.0] * len(tokens), chunks=[0] * len(tokens), reward=reward, success=False)
+
+
+def test_rft_leaves_out_trajectories_without_a_policy_token(tiny_agent: Path, tmp_path: Path) -> None:
+    """An episode the app answered before any model call (livestream's reader when sure) is one inert token: RFT
+    on only such trajectories takes no step and copies the agent (it used to fail: "no policy tokens")."""
+    inert = [Trajectory(task_id=f"t{i}", group=i, sample=0, tokens=[3], mask=[0], logprobs=[0.0], chunks=[-1],
+                        reward=1.0, success=True) for i in range(3)]
+    assert rft(tiny_agent, inert, RFTSettings(steps=2, batch_size=2), tmp_path / "out", seed=0) == 0
+    assert (tmp_path / "out").is_dir()
 
 
 def test_micro_batches_never_mix_openings_and_keep_one_opening_in_order() -> None:

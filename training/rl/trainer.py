@@ -130,12 +130,16 @@ class PolicyTrainer:
         self.version = 0
 
     def rl_step(self, trajs: Sequence[Trajectory]) -> dict[str, float]:
-        """One policy-gradient update on ``trajs`` (their groups complete); returns the loss parts."""
+        """One policy-gradient update on ``trajs`` (their groups complete); returns the loss parts. A batch without
+        a policy token (every episode answered before any model call: livestream's reader when sure, or the
+        fallback) leaves the weights as they are and still counts as an update (``version`` + 1, so weight syncs
+        stay in step); its parts say ``no_policy_tokens``."""
         s = self.settings
         adv = trajectory_advantages(trajs, s.advantage)
         tokens = sum(t.response_tokens for t in trajs)
         if tokens == 0:
-            raise ValueError("no policy tokens in the batch")
+            self.version += 1
+            return {"no_policy_tokens": 1.0, "grad_norm": 0.0}
         self.model.train()
         self.optimizer.zero_grad(set_to_none=True)
         sums: dict[str, float] = {}

@@ -95,6 +95,17 @@ def test_rl_step_moves_probability_towards_the_better_sample() -> None:
     assert parts["pg"] == pytest.approx(0.0, abs=1e-6)
 
 
+def test_an_rl_batch_without_policy_tokens_changes_no_weight_and_counts_as_an_update() -> None:
+    model = _model()
+    before = [p.detach().clone() for p in model.parameters()]
+    inert = [Trajectory(task_id="t0", group=0, sample=k, tokens=[3], mask=[0], logprobs=[0.0], chunks=[-1],
+                        reward=float(k)) for k in range(2)]
+    trainer = PolicyTrainer(model, 1, TrainerSettings(lr=1e-2, advantage="grpo"))
+    assert trainer.rl_step(inert) == {"no_policy_tokens": 1.0, "grad_norm": 0.0}
+    assert trainer.version == 1
+    assert all(torch.equal(a, b) for a, b in zip(before, model.parameters(), strict=True))
+
+
 def test_sft_step_lowers_the_nll_of_the_kept_trajectories() -> None:
     model = _model()
     trainer = PolicyTrainer(model, 1, TrainerSettings(lr=1e-2))
