@@ -44,12 +44,16 @@ def _write_apps(d: Path, success: dict[str, list[float]]) -> None:
 def test_the_model_serves_only_the_apps_where_it_beat_the_fallback(tmp_path: Path) -> None:
     from training.cascade import model_apps_gate
 
-    _write_apps(tmp_path / "fallback", {"shopping": [0, 0, 1, 0], "livestream": [1, 1, 1, 0], "travel": [1, 0]})
-    _write_apps(tmp_path / "final", {"shopping": [1, 1, 1, 0], "livestream": [0, 1, 0, 0], "travel": [1, 0]})
+    _write_apps(tmp_path / "fallback", {"shopping": [0] * 8, "livestream": [1, 1, 1, 0], "travel": [1, 0],
+                                        "x": [0, 0, 1, 0]})
+    _write_apps(tmp_path / "final", {"shopping": [1] * 8, "livestream": [0, 1, 0, 0], "travel": [1, 0],
+                                     "x": [1, 1, 1, 0]})
     gate = model_apps_gate(tmp_path / "fallback", tmp_path / "final", n_boot=200)
-    assert gate["model_apps"] == ["shopping"]  # livestream worse, travel a tie: the fallback answers both
+    # livestream worse, travel a tie, x ahead by 0.5 but on differences [1, 1, 0, 0], whose interval holds 0
+    assert gate["model_apps"] == ["shopping"]
     ev = gate["evidence"]
-    assert (ev["shopping"]["a"], ev["shopping"]["b"], ev["shopping"]["delta"]) == (0.25, 0.75, 0.5)
+    assert (ev["shopping"]["a"], ev["shopping"]["b"], ev["shopping"]["delta"], ev["shopping"]["lo"]) == (0, 1, 1, 1)
+    assert (ev["x"]["delta"], ev["x"]["lo"]) == (0.5, 0.0)
     assert (ev["livestream"]["delta"], ev["travel"]["delta"], ev["travel"]["n"]) == (-0.5, 0.0, 2)
     assert model_apps_gate(tmp_path / "nothing", tmp_path / "final")["model_apps"] == []
 
