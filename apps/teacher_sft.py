@@ -37,6 +37,8 @@ from training.sft_data import ChatExample, SftData, SftDataError, TrajectorySpec
 
 TEACHER_PREFIX = "teacher_"
 """Kind prefix of the examples: ``teacher_<task kind>``."""
+TWIN_PREFIX = "twin_"
+"""Kind prefix of :class:`AnswerKeySft`'s counterfactual copies: ``twin_<task kind>``."""
 
 
 def turn_context(env: AppEnv, task: Task) -> tuple[list[dict[str, Any]], TurnContext]:
@@ -130,12 +132,17 @@ class AnswerKeySft(FallbackSft):
     reads off its answer key (``plan`` a module-level function), rendered as served (the app's compact system
     prompt, no tool schemas, the user's message, the call). A call is kept only when running it through the app's
     tools gives a final answer the reward marks a success (rejection sampling, as LiveThinking's RFT keeps only
-    the teacher's correct answers): the labels are checked end to end. Picklable."""
+    the teacher's correct answers): the labels are checked end to end. ``twins(task, user, arguments)`` (a
+    module-level function, optional) gives counterfactual copies of a kept example: ``(user messages, arguments)``
+    pairs with the note changed and the call changed to match (kind ``twin_<task kind>``), so that what decides the
+    call is the note, not the wording alone. Picklable."""
 
     def __init__(self, system_prompt: str, env: Callable[[Path], AppEnv],
-                 plan: Callable[[AppEnv, Task], tuple[str, dict[str, Any]]]) -> None:
+                 plan: Callable[[AppEnv, Task], tuple[str, dict[str, Any]]],
+                 twins: Callable[[Task, list[dict[str, Any]], dict[str, Any]],
+                                 list[tuple[list[dict[str, Any]], dict[str, Any]]]] | None = None) -> None:
         super().__init__(system_prompt, no_tools, env)
-        self.plan = plan
+        self.plan, self.twins = plan, twins
 
     def examples(self, env: AppEnv, tasks: list[Task]) -> list[ChatExample]:
         out = []
@@ -148,4 +155,8 @@ class AnswerKeySft(FallbackSft):
                 continue
             messages = [{"role": "system", "content": self.system_prompt}, *user, assistant_message("", [call])]
             out.append(ChatExample(messages, TEACHER_PREFIX + task.kind, task.task_id, tools=[]))
+            for k, (twin_user, twin_args) in enumerate(self.twins(task, user, arguments) if self.twins else []):
+                twin = assistant_message("", [ToolCall(name=name, arguments=twin_args, id="call_1")])
+                messages = [{"role": "system", "content": self.system_prompt}, *twin_user, twin]
+                out.append(ChatExample(messages, TWIN_PREFIX + task.kind, f"{task.task_id}~{k}", tools=[]))
         return out

@@ -3,13 +3,16 @@
     python bench/livestream_rest.py --world runs/demo/livestream                      # no model: the reader serves
     python bench/livestream_rest.py --world runs/demo/livestream --agent runs/demo/cascade-quick/final
     python bench/livestream_rest.py --world DIR --quick                               # 4 s per concurrency
+    python bench/livestream_rest.py --world DIR --agent DIR --config serve.yaml       # a ServeConfig, e.g.
+                                                                                      # overload: degrade
 
 A real ``sidekick serve`` process on a free loopback port; this process is the load generator (asyncio + httpx,
 one connection per worker). Per concurrency (default 1 and 8, the livestream target's), that many workers in a
 closed loop each ``POST /v1/livestream/answer`` a held-out question (``<world>/heldout/tasks.jsonl``, cycled,
 each worker from its own offset) with its stream and second, for ``--seconds``. Reported per cell: requests/s,
 latency p50 / p95 / p99 on the client's clock, the share within the app's 800 ms budget, success (the app's
-correctness = 1 against the task's ground truth), answer words, degraded share, non-2xx and timeouts.
+correctness = 1 against the task's ground truth), answer words, degraded share, who answered (the model, the
+reader sure of its reading, or the fallback and why: ``timeout``, ``overload``, ...), non-2xx and timeouts.
 JSON: bench/results/livestream_rest.json.
 """
 
@@ -22,6 +25,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -61,7 +65,9 @@ async def cell(url: str, tasks: list[Task], concurrency: int, seconds: float, ca
                 if r.status_code == 200:
                     out = r.json()
                     row |= {"correct": correctness(task, out.get("answer", ""), catalog) == 1.0,
-                            "words": len(out.get("answer", "").split()), "degraded": bool(out.get("degraded"))}
+                            "words": len(out.get("answer", "").split()), "degraded": bool(out.get("degraded")),
+                            "by": str(out.get("reason") or "model") if out.get("degraded") or out.get("reason")
+                            else "model"}
                 rows.append(row)
 
     await asyncio.gather(*(worker(w) for w in range(concurrency)))
@@ -77,6 +83,7 @@ async def cell(url: str, tasks: list[Task], concurrency: int, seconds: float, ca
             "success": round(statistics.fmean(r["correct"] for r in ok), 4) if ok else 0.0,
             "words_mean": round(statistics.fmean(r["words"] for r in ok), 1) if ok else 0.0,
             "degraded": round(statistics.fmean(r["degraded"] for r in ok), 4) if ok else 0.0,
+            "by": {k: round(v / len(ok), 4) for k, v in sorted(Counter(r["by"] for r in ok).items())},
             "non_2xx": sum(r["status"] not in (200, 0) for r in rows), "timeouts": sum(r["status"] == 0 for r in rows)}
 
 
@@ -87,6 +94,7 @@ def main() -> None:
     ap.add_argument("--concurrency", type=int, nargs="+", default=[1, 8])
     ap.add_argument("--seconds", type=float, default=15.0)
     ap.add_argument("--quick", action="store_true", help="4 s per concurrency")
+    ap.add_argument("--config", type=Path, default=None, help="a YAML ServeConfig for the server (sidekick serve -c)")
     ap.add_argument("--out", type=Path, default=ROOT / "bench/results/livestream_rest.json")
     args = ap.parse_args()
     path = args.world / HELDOUT_DIR / TASKS_FILE
@@ -99,7 +107,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         port = free_port()
         cmd = [sidekick_exe(), "serve", *([str(args.agent)] if args.agent else []), "--world", str(args.world),
-               "--port", str(port)]
+               "--port", str(port), *(["--config", str(args.config)] if args.config else [])]
         server = spawn("livestream", cmd, port, Path(tmp), "serve")
         try:
             asyncio.run(cell(server.url, tasks[:3], 1, 1.0, catalog))  # warm-up, not measured
@@ -108,13 +116,14 @@ def main() -> None:
             server.stop()
     print(f"\n{len(tasks)} questions of {path}; agent: {args.agent or 'none (the reader)'}; {seconds:.0f} s per cell")
     print(f"{'conc':>5}{'req/s':>8}{'p50':>8}{'p95':>8}{'p99':>8}{'<=800ms':>9}{'success':>9}{'words':>7}"
-          f"{'degraded':>10}{'non-2xx':>9}{'timeouts':>10}")
+          f"{'degraded':>10}{'non-2xx':>9}{'timeouts':>10}  answered by")
     for c in cells:
         print(f"{c['concurrency']:>5}{c['per_s']:>8}{c['p50_ms']:>8}{c['p95_ms']:>8}{c['p99_ms']:>8}"
               f"{c['within_budget']:>9.3f}{c['success']:>9.3f}{c['words_mean']:>7}{c['degraded']:>10.3f}"
-              f"{c['non_2xx']:>9}{c['timeouts']:>10}")
+              f"{c['non_2xx']:>9}{c['timeouts']:>10}  " + ", ".join(f"{k} {v:.2f}" for k, v in c["by"].items()))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"world": str(args.world), "agent": str(args.agent) if args.agent else None,
+                                    "config": str(args.config) if args.config else None,
                                     "seconds": seconds, "cells": cells}, indent=1))
     print(f"wrote {args.out}")
 

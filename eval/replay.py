@@ -34,7 +34,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from eval.metrics import ranking_metrics
-from harness.agent import AgentLoop, Final, Grounder, LoopConfig, ModelAccess, TurnResult
+from harness.agent import SURE, AgentLoop, Final, Grounder, LoopConfig, ModelAccess, TurnResult
 from harness.env import UNBOUNDED_MS, AppEnv, Episode
 from harness.tasks import Task
 
@@ -229,7 +229,7 @@ def base_metrics(out: TaskResult, ungrounded_served: int) -> dict[str, float]:
         "output_tokens": float(sum(t.output_tokens for t in turns)),
         "thinking_tokens": float(sum(t.thinking_tokens for t in turns)),
         "degraded": float(any(t.degraded for t in turns)),
-        "sure": float(any(t.reason == "sure" for t in turns)),  # the app's first_answer, before any model call
+        "sure": float(any(t.reason == SURE for t in turns)),  # the app's first_answer, before any model call
         "asked_user": float(bool(out.user_replies) or out.end == "turn_limit"),
     }
 

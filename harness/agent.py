@@ -45,10 +45,14 @@ from sid.tokens import SidTokenMap
 from sid.trie import ItemFilter, SidTrie
 
 _SID_SPAN = re.compile(r"(?:<s\d+_\d+>)+")
+"""A SID written out as text: ``<s1_12><s2_200><s3_3><s4_0>`` (or a prefix of one)."""
 _MARKUP = re.compile(re.escape(TOOL_CALL_START) + "|" + re.escape(TOOL_CALL_END))
 _BROKEN_CALL = re.compile(r'"(?:name|arguments)"\s*:|[{\[]\s*"|"\s*[}\]]')
 """JSON of a tool call the parser could not read, left in a plain-text reply (``{"name": 10}}``)."""
-"""A SID written out as text: ``<s1_12><s2_200><s3_3><s4_0>`` (or a prefix of one)."""
+
+
+SURE = "sure"
+"""A turn's reason when the app's :attr:`AppSpec.first_answer` answered before any model call (not degraded)."""
 
 
 # ------------------------------------------------------------------------------------------------ shapes
@@ -420,7 +424,7 @@ class TurnRun:
             final = loop.app.first_answer(self.ctx)
             if final is not None and self.loop.grounder.check(final.named_items(), self.ctx.constraints)[1] == []:
                 self.session.messages.append({"role": "assistant", "content": final.reply})
-                self.final, self.over, result.reason = final, True, "sure"
+                self.final, self.over, result.reason = final, True, SURE
                 return None
         if result.steps >= self.budget.max_steps:
             return self._stop("step_limit")

@@ -29,7 +29,7 @@ from pydantic import BaseModel, ConfigDict
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from harness.agent import Final, TurnResult, render_ids
+from harness.agent import SURE, Final, TurnResult, render_ids
 from harness.budget import Budget
 from harness.catalog import Item
 from harness.protocol import parse_reply
@@ -349,7 +349,7 @@ async def answer_question(body: AnswerRequest, server: ServerDep, arrived: Arriv
     final = result.final
     return _json(AnswerReply(answer=final.reply, cited_facts=[str(f) for f in final.data.get("cited_facts", [])],
                              items=_cards(server, "livestream", final.item_ids), degraded=result.degraded,
-                             reason=result.reason if result.degraded else None,
+                             reason=result.reason if result.degraded or result.reason == SURE else None,
                              latency_ms=(time.monotonic() - arrived) * 1000.0))
 
 

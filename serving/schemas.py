@@ -151,7 +151,9 @@ class AnswerReply(BaseModel):
     cited_facts: list[str] = Field(default_factory=list)
     items: list[ItemCard] = Field(default_factory=list)
     degraded: bool = False
-    reason: str | None = None
+    reason: str | None = Field(None, description="Why the fallback answered (degraded: timeout, overload, no_model, "
+                               "...), or 'sure': the app's reader answered what it read for certain, before any model "
+                               "call (not degraded); null when the model answered.")
     latency_ms: float
 
 

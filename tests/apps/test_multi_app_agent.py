@@ -212,5 +212,6 @@ def test_one_cascade_over_three_apps_makes_one_agent_that_serves_all_three(world
             assert reply.is_success, reply.text
             assert reply.json().get("reason") != "no_model"
         assert live.json()["answer"] and trip.json()["reply"]
+        assert live.json()["reason"] == "sure"  # the livestream reader reads "how much" for the product on screen
     finally:
         background.stop()

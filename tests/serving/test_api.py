@@ -80,6 +80,12 @@ def test_livestream_answer_and_travel_plan(live_server: ServerFactory, tiny_agen
         catalog = _catalog(worlds["livestream"])
         for fact in body["cited_facts"]:
             assert catalog.get(fact.rpartition(".")[0]) is not None, fact  # facts are <item_id>.<attribute>
+        # a question the reader reads for certain is answered before any model call, and the reply says so
+        sure = client.post("/v1/livestream/answer", json={
+            "question": "how much is it?", "stream_id": request["stream_id"],
+            "ts_offset_s": request.get("ts_offset_s", 0)}).json()
+        assert (sure["reason"], sure["degraded"]) == ("sure", False), sure
+        assert any(f.endswith(".price") for f in sure["cited_facts"]), sure
 
         travel = _first_task(worlds["travel"])
         plan = client.post("/v1/travel/plan", json={"request": travel["messages"][-1]["content"],
