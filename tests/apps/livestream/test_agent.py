@@ -314,6 +314,10 @@ def test_the_reader_answers_what_it_is_sure_of_and_the_model_the_rest(app: AppSp
     sure = loop.run_turn(SessionState(app="livestream"), "how much are the headphones?", constraints=constraints)
     assert (sure.reason, sure.degraded, sure.steps) == ("sure", False, 0)
     assert "$89.99" in sure.final.reply and engine.replies  # the scripted reply is still unused
+    # a question about what no fact of the sheet says (the headphones have no warranty): the reader's "not sure"
+    none = loop.run_turn(SessionState(app="livestream"), "does it come with a warranty?", constraints=constraints)
+    assert (none.reason, none.degraded, none.steps) == ("sure", False, 0) and engine.replies
+    assert "not sure" in none.final.reply and none.final.data["cited_facts"] == []
     # no fact the reader reads in the words: the model's call answers
     session = SessionState(app="livestream")
     result = loop.run_turn(session, "ngl how long till they die", constraints=constraints)
