@@ -66,8 +66,7 @@ async def cell(url: str, tasks: list[Task], concurrency: int, seconds: float, ca
                     out = r.json()
                     row |= {"correct": correctness(task, out.get("answer", ""), catalog) == 1.0,
                             "words": len(out.get("answer", "").split()), "degraded": bool(out.get("degraded")),
-                            "by": str(out.get("reason") or "model") if out.get("degraded") or out.get("reason")
-                            else "model"}
+                            "by": str(out.get("reason") or ("fallback" if out.get("degraded") else "model"))}
                 rows.append(row)
 
     await asyncio.gather(*(worker(w) for w in range(concurrency)))
@@ -97,6 +96,8 @@ def main() -> None:
     ap.add_argument("--config", type=Path, default=None, help="a YAML ServeConfig for the server (sidekick serve -c)")
     ap.add_argument("--out", type=Path, default=ROOT / "bench/results/livestream_rest.json")
     args = ap.parse_args()
+    if args.config is not None and not args.config.is_file():
+        ap.error(f"--config {args.config}: no such file")
     path = args.world / HELDOUT_DIR / TASKS_FILE
     if not path.is_file():
         path = args.world / TASKS_FILE
