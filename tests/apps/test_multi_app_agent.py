@@ -204,14 +204,15 @@ def test_one_cascade_over_three_apps_makes_one_agent_that_serves_all_three(world
         models = httpx.get(f"{url}/v1/models").json()["data"]
         assert {m["id"] for m in models} >= {"sidekick:shopping", "sidekick:livestream", "sidekick:travel"}
         shop = httpx.post(f"{url}/v1/shopping/sessions", json={"message": "a tent for two"}, timeout=60)
+        on_screen = apps.kit("livestream").env(worlds["livestream"]).spec.resources.streams["stream-0000"].windows[0]
         live = httpx.post(f"{url}/v1/livestream/answer", timeout=60, json={
-            "question": "how much is it?", "stream_id": "stream-0000", "ts_offset_s": 60})
+            "question": "how much is it?", "stream_id": "stream-0000", "ts_offset_s": on_screen[0] + 1})
         trip = httpx.post(f"{url}/v1/travel/plan", json={"request": "museums and lunch, Saturday 10:00-18:00"},
                           timeout=60)
         for reply in (shop, live, trip):
             assert reply.is_success, reply.text
             assert reply.json().get("reason") != "no_model"
         assert live.json()["answer"] and trip.json()["reply"]
-        assert live.json()["reason"] == "sure"  # the livestream reader reads "how much" for the product on screen
+        assert live.json()["reason"] == "sure", live.json()  # the reader reads "how much" of the product on screen
     finally:
         background.stop()
