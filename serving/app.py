@@ -233,12 +233,20 @@ def _load_session(server: AgentServer, app_name: str, session_id: str) -> Sessio
     return state
 
 
+def _reason(result: TurnResult | None) -> str | None:
+    """A reply's ``reason``: why the fallback answered (degraded), or ``sure`` when the app's own first answer came
+    before any model call (:attr:`harness.agent.AppSpec.first_answer`); None when the model answered."""
+    if result is None or not (result.degraded or result.reason == SURE):
+        return None
+    return result.reason
+
+
 def _turn_reply(server: AgentServer, state: SessionState, result: TurnResult | None, arrived: float) -> TurnReply:
     final = result.final if result else Final(reply="")
     return TurnReply(session_id=state.session_id, reply=final.reply, items=_cards(server, state.app, final.item_ids),
                      bundles=[_cards(server, state.app, b) for b in final.bundles], actions=final.actions,
                      cart=state.cart, degraded=bool(result and result.degraded),
-                     reason=result.reason if result and result.degraded else None,
+                     reason=_reason(result),
                      latency_ms=(time.monotonic() - arrived) * 1000.0)
 
 
@@ -349,7 +357,7 @@ async def answer_question(body: AnswerRequest, server: ServerDep, arrived: Arriv
     final = result.final
     return _json(AnswerReply(answer=final.reply, cited_facts=[str(f) for f in final.data.get("cited_facts", [])],
                              items=_cards(server, "livestream", final.item_ids), degraded=result.degraded,
-                             reason=result.reason if result.degraded or result.reason == SURE else None,
+                             reason=_reason(result),
                              latency_ms=(time.monotonic() - arrived) * 1000.0))
 
 
@@ -371,7 +379,7 @@ async def plan_trip(body: PlanRequest, server: ServerDep, arrived: ArrivalDep) -
     itinerary = result.final.data.get("itinerary")
     view = {k: result.final.data.get(k) or [] for k in ("stops", "legs")} if itinerary is not None else {}
     return _json(PlanReply(itinerary=_jsonable(itinerary), **view, reply=result.final.reply, degraded=result.degraded,
-                           reason=result.reason if result.degraded else None,
+                           reason=_reason(result),
                            latency_ms=(time.monotonic() - arrived) * 1000.0))
 
 

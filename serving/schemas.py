@@ -113,7 +113,8 @@ class TurnReply(BaseModel):
     actions: list[dict[str, Any]] = Field(default_factory=list)
     cart: dict[str, int] = Field(default_factory=dict)
     degraded: bool = False
-    reason: str | None = Field(None, description="Why the reply is degraded (budget, step_limit, timeout, …).")
+    reason: str | None = Field(None, description="Why the reply is degraded (budget, step_limit, timeout, …), or "
+                               "'sure': the app answered before any model call (not degraded); null: the model.")
     latency_ms: float
 
 
@@ -210,7 +211,8 @@ class PlanReply(BaseModel):
     legs: list[PlanLeg] = Field(default_factory=list, description="Travel between consecutive stops.")
     reply: str
     degraded: bool = False
-    reason: str | None = None
+    reason: str | None = Field(None, description="Why the reply is degraded (budget, no_model, timeout, …), or "
+                               "'sure': the app answered before any model call (not degraded); null: the model.")
     latency_ms: float
 
 
