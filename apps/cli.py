@@ -731,6 +731,10 @@ def eval_run(
     form: Annotated[bool | None, typer.Option("--form/--text", help="--form: send each travel task's constraints "
                                               "as form fields too; --text (default): the request text only, as a "
                                               "chat frontend sends it.")] = None,
+    model_only: Annotated[bool | None, typer.Option("--model-only/--as-served", help="--model-only: the model "
+                                                    "answers every turn, skipping each app's first answer (what "
+                                                    "its rules are sure of, e.g. the livestream reader); "
+                                                    "--as-served (default): as the server answers.")] = None,
     config: Annotated[Path | None, typer.Option("--config", "-c", help="YAML EvalConfig (eval/run.py).")] = None,
     dtype: Annotated[str, typer.Option(help="auto (bf16 where the CPU has it), bf16 or fp32.")] = "auto",
 ) -> None:
@@ -747,7 +751,8 @@ def eval_run(
     cfg = _config(EvalConfig, config, {"workers": workers, "limit": limit, "threads": threads, "seed": seed,
                                        "max_turns": max_turns, "temperature": temperature,
                                        "max_new_tokens": max_new_tokens, "enforce_budget": enforce_budget,
-                                       "budget_ms": budget_ms, "n_boot": n_boot, "form": form})
+                                       "budget_ms": budget_ms, "n_boot": n_boot, "form": form,
+                                       "model_only": model_only})
     # runs/train/final -> runs/eval/train-final (agents are usually all called "final")
     out = out or Path("runs") / "eval" / ("-".join(agent.resolve().parts[-2:]) if agent is not None else "fallback")
     names = _split_names(baselines) if baselines else \

@@ -123,6 +123,11 @@ def with_form(env: AppEnv, name: str) -> AppEnv:
     return dataclasses.replace(env, request_fn=form) if form is not None else env
 
 
+def model_only(env: AppEnv) -> AppEnv:
+    """``env`` whose model answers every turn: the app's :attr:`~harness.agent.AppSpec.first_answer` left out."""
+    return dataclasses.replace(env, spec=dataclasses.replace(env.spec, first_answer=None))
+
+
 # ------------------------------------------------------------------------------------------------ the model
 def load_eval_model(agent_dir: Path, apps: dict[str, AppEnv], cfg: EvalConfig, stack: ExitStack,
                     dtype: Literal["auto", "bf16", "fp32"] = "auto") -> ModelAccess:
@@ -206,6 +211,8 @@ def evaluate(agent_dir: Path | None, logs: Path, out: Path, cfg: EvalConfig, *, 
     apps = {name: eval_app(world_dirs[name], name) for name in names}
     if cfg.form:  # a form frontend sends the task's constraints as fields, not only the text
         apps = {name: with_form(env, name) for name, env in apps.items()}
+    if cfg.model_only:  # the model alone: no rule answers before it
+        apps = {name: model_only(env) for name, env in apps.items()}
     ranked = {t.app for t in tasks if t.target is not None}  # apps whose tasks name target items
     rankers, note = baseline_rankers(baselines, {a: w for a, w in world_dirs.items() if a in ranked}, tasks)
     fallback = "fallback" in baselines and agent_dir is not None
@@ -213,7 +220,8 @@ def evaluate(agent_dir: Path | None, logs: Path, out: Path, cfg: EvalConfig, *, 
         left_out = "fallback left out: without an agent the fallback is what is evaluated"
         note = f"{note}; {left_out}" if note else left_out
     meta = {"agent": str(agent_dir) if agent_dir is not None else None, "logs": str(logs), "form": cfg.form,
-            "worlds": {k: str(v) for k, v in world_dirs.items()}, "baselines_requested": list(baselines)}
+            "model_only": cfg.model_only, "worlds": {k: str(v) for k, v in world_dirs.items()},
+            "baselines_requested": list(baselines)}
     if on_total is not None:
         on_total(len(tasks) * (2 if fallback else 1))  # the fallback replays every task too
     with ExitStack() as stack:

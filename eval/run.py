@@ -45,6 +45,9 @@ class EvalConfig(ReplayConfig):
     limit: int = Field(-1, ge=-1, description="Evaluate the first N tasks of the file only; -1 = all (default).")
     form: bool = Field(False, description="Send each task's constraints as form fields where the app has a form "
                        "frontend (travel), as well as the text; default: the text only, as a chat frontend sends it.")
+    model_only: bool = Field(False, description="The model answers every turn: each app's first answer (what its "
+                             "rules are sure of before any model call, e.g. the livestream reader) is skipped, to "
+                             "measure the model alone; default: as served.")
     failure_examples: int = Field(12, ge=0, description="Failed tasks shown with their traces in the report.")
     max_batch: int = Field(16, ge=1, description="Most sequences per engine call when tasks run in parallel.")
     gather_ms: float = Field(3.0, ge=0, description="How long the engine front waits to fill a batch, in ms.")

@@ -130,6 +130,23 @@ def test_eval_livestream_and_travel_in_one_run(worlds: dict[str, Path], tmp_path
     assert "no task here has target items to rank" in report["baselines_note"]
 
 
+def test_model_only_skips_the_apps_first_answer(worlds: dict[str, Path], tiny_agent: Path, tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture[str],
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """As served the livestream reader answers the questions it is sure of before any model call; --model-only
+    hands every turn to the model (the fallback baseline is the reader either way)."""
+    reports = {}
+    for mode in ("--as-served", "--model-only"):
+        code, _, err = in_process(capsys, monkeypatch, "eval", tiny_agent, "--logs", worlds["livestream"], "--limit",
+                                  6, "--baselines", "fallback", "--max-new-tokens", 8, mode, "--out", tmp_path / mode)
+        assert code == 0, err
+        reports[mode] = json.loads((tmp_path / mode / "report.json").read_text())
+    served, alone = reports["--as-served"], reports["--model-only"]
+    assert (served["meta"]["model_only"], alone["meta"]["model_only"]) == (False, True)
+    assert served["by_app"]["livestream"]["sure"] > 0 and alone["by_app"]["livestream"]["sure"] == 0
+    assert alone["by_app"]["livestream"]["steps"] == 1.0 > served["by_app"]["livestream"]["steps"]  # model calls
+
+
 def test_bad_inputs_are_one_line_errors(worlds: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                         monkeypatch: pytest.MonkeyPatch) -> None:
     _one_line_error(sidekick("eval", tmp_path / "no-agent", "--logs", worlds["shopping"], "--out", tmp_path / "o"),
