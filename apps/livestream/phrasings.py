@@ -80,6 +80,7 @@ HELDOUT_DIR = HERE / "heldout"
 DEV_DIR = HERE / "dev"
 DEV2_DIR = HERE / "dev2"
 DEV3_DIR = HERE / "dev3"
+DEV4_DIR = HERE / "dev4"
 VALUE_KEYS = tuple(sorted(VALUE_Q))
 BOOL_KEYS = tuple(sorted(BOOL_Q))
 MEMBER_KEYS = tuple(sorted(MEMBER_Q))
@@ -261,6 +262,14 @@ def dev3_packs() -> tuple[PhrasingPack, ...]:
 
 
 @cache
+def dev4_packs() -> tuple[PhrasingPack, ...]:
+    """Every pack in ``apps/livestream/phrasings/dev4/``: a fifth outside author's families (2026-12-06, Australian,
+    voice-typed and bargain-hunter English, Chilean Spanish, German and French youth texting), written as more
+    training wordings for the livestream student, with many chit-chat lines; the reader was never tuned on them."""
+    return tuple(load_packs([DEV4_DIR] if DEV4_DIR.is_dir() else []))
+
+
+@cache
 def heldout_packs() -> tuple[PhrasingPack, ...]:
     """Every pack in ``apps/livestream/phrasings/heldout/`` (none of them is ever trained on)."""
     return tuple(load_packs([HELDOUT_DIR] if HELDOUT_DIR.is_dir() else []))
@@ -273,9 +282,28 @@ def template_key(template: str) -> str:
     return " ".join(re.findall(r"[^\W\d_]+", text))
 
 
+def pack_template(packs: Iterable[PhrasingPack], template_id: str) -> str | None:
+    """The template a task's ``meta["template"]`` names (``dev3-en-terse/value:discount_percent:0``,
+    ``price:price:2`` for ``base``, ``unanswerable:warranty_months:1`` for a value or yes/no template asked of a
+    product without that fact); None when no pack of ``packs`` has it."""
+    family, _, rest = template_id.rpartition("/")
+    pack = next((p for p in packs if p.family == (family or "base")), None)
+    qtype, _, tail = rest.partition(":")
+    key, _, index = tail.rpartition(":")
+    if pack is None or not index.isdigit():
+        return None
+    if qtype in ("price", "stock", "off_topic") or (qtype == "unanswerable" and key == "generic"):
+        templates = pack.slot(qtype)
+    elif qtype == "unanswerable":
+        templates = pack.slot(f"value.{key}") or pack.slot(f"bool.{key}")
+    else:
+        templates = pack.slot(f"{qtype}.{key}")
+    return templates[int(index)] if int(index) < len(templates) else None
+
+
 def main() -> None:
     for name, packs in (("train", train_packs()), ("dev", dev_packs()), ("dev2", dev2_packs()),
-                        ("dev3", dev3_packs()), ("heldout", heldout_packs())):
+                        ("dev3", dev3_packs()), ("dev4", dev4_packs()), ("heldout", heldout_packs())):
         for p in packs:
             n = sum(1 for _ in p.templates())
             refs = sum(len(v) for v in p.refs.values())
@@ -285,7 +313,8 @@ def main() -> None:
     print(f"held-out templates also in a training family: {len(shared)}")
     for family, t in shared[:20]:
         print(f"  {family}: {t!r}")
-    shared_dev = [p.family for p in (*dev_packs(), *dev2_packs(), *dev3_packs()) for _, _, t in p.templates()
+    shared_dev = [p.family for p in (*dev_packs(), *dev2_packs(), *dev3_packs(), *dev4_packs())
+                  for _, _, t in p.templates()
                   if template_key(t) in train]
     print(f"dev templates also in a training family: {len(shared_dev)}")
 

@@ -5,14 +5,30 @@ list, not the wording alone, decide between a fact and ``unknown``."""
 
 from __future__ import annotations
 
+import argparse
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from apps.livestream.agent import ANSWER_PROMPT, UNKNOWN
 from apps.livestream.kit import env
+from apps.livestream.phrasings import (
+    dev2_packs,
+    dev3_packs,
+    dev4_packs,
+    dev_packs,
+    heldout_packs,
+    pack_template,
+    template_key,
+    train_packs,
+)
 from apps.livestream.plan import plan_call
 from apps.teacher_sft import AnswerKeySft
 from harness.env import AppEnv
 from harness.tasks import Task
+from infra.layout import TASKS_FILE
+from infra.recordio import RecordError, read_records, write_records
 from training.sft_data import unit_hash
 
 FACTS = "facts: "
@@ -62,3 +78,69 @@ def note_twins(task: Task, user: list[dict[str, Any]],
 
 
 SOURCE = AnswerKeySft(ANSWER_PROMPT, env, task_call, note_twins)
+
+PACKS = {"train": train_packs, "dev": dev_packs, "dev2": dev2_packs, "dev3": dev3_packs, "dev4": dev4_packs,
+         "heldout": heldout_packs}
+"""Each question set of a livestream world -> the families that word it."""
+STUDENT_SETS = ("train", "dev", "dev2", "dev4")
+"""The sets a student trains on by default: the training wordings, the two sets the reader was tuned on and the
+fifth author's (:func:`apps.livestream.phrasings.dev4_packs`)."""
+APART_SETS = ("dev3", "heldout")
+"""The sets a student is measured on: no training question may share a wording with them."""
+
+
+def student_tasks(world: Path, sets: Sequence[str] = STUDENT_SETS, apart: Sequence[str] = APART_SETS
+                  ) -> tuple[list[Task], Counter[str]]:
+    """The training questions of ``sets`` in ``world`` (``tasks.jsonl``, ``<set>/tasks.jsonl``) less every question
+    whose template, placeholders and punctuation aside (:func:`apps.livestream.phrasings.template_key`), is also a
+    template of a family of ``apart``: two authors sometimes write the same short wording ("allergen info
+    {ref}"), and a student must never have seen a measured wording. Returns the kept tasks and, per set, how many
+    were dropped."""
+    unknown = [s for s in (*sets, *apart) if s not in PACKS]
+    if unknown:
+        raise ValueError(f"unknown question set(s) {', '.join(unknown)}; expected some of {', '.join(PACKS)}")
+    if set(sets) & set(apart):
+        raise ValueError(f"sets {sorted(set(sets) & set(apart))} are both trained on and measured")
+    measured = {template_key(t) for name in apart for p in PACKS[name]() for _, _, t in p.templates()}
+    packs = [p for name in sets for p in PACKS[name]()]
+    kept: list[Task] = []
+    dropped: Counter[str] = Counter()
+    for name in sets:
+        path = Path(world) / (TASKS_FILE if name == "train" else f"{name}/{TASKS_FILE}")
+        if not path.is_file():
+            raise FileNotFoundError(f"{path}: no {name} questions (generate the world with its packs: "
+                                    f"sidekick world livestream)")
+        for task in read_records(path, Task)[0]:
+            template = pack_template(packs, str(task.meta.get("template", "")))
+            if template is None:
+                raise ValueError(f"{path}: task {task.task_id}: template {task.meta.get('template')!r} is in no "
+                                 f"pack of the {name} families (packs changed since the world was generated?)")
+            if template_key(template) in measured:
+                dropped[name] += 1
+            else:
+                kept.append(task)
+    return kept, dropped
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        prog="python -m apps.livestream.sft",
+        description="Write a livestream student's training questions: the world's training sets less every "
+                    "question worded like a measured set (README, 'The reader first, the model for the rest').")
+    parser.add_argument("world", type=Path, help="a livestream world (sidekick world livestream)")
+    parser.add_argument("out", type=Path, help="directory to write tasks.jsonl into (a cascade config's tasks:)")
+    parser.add_argument("--sets", default=",".join(STUDENT_SETS), help="sets to train on (default %(default)s)")
+    parser.add_argument("--apart", default=",".join(APART_SETS), help="sets measured on (default %(default)s)")
+    args = parser.parse_args(argv)
+    split = lambda v: [x.strip() for x in v.split(",") if x.strip()]  # noqa: E731
+    try:
+        tasks, dropped = student_tasks(args.world, split(args.sets), split(args.apart))
+    except (ValueError, OSError, RecordError) as e:
+        parser.exit(2, f"error: {e}\n")
+    n = write_records(args.out / TASKS_FILE, tasks)
+    print(f"wrote {n} questions to {args.out / TASKS_FILE}; dropped as worded like {args.apart}: "
+          f"{sum(dropped.values())} ({', '.join(f'{k} {v}' for k, v in sorted(dropped.items())) or 'none'})")
+
+
+if __name__ == "__main__":
+    main()

@@ -42,6 +42,7 @@ from apps.livestream.phrasings import (
     PhrasingPack,
     dev2_packs,
     dev3_packs,
+    dev4_packs,
     dev_packs,
     heldout_packs,
     train_packs,
@@ -113,8 +114,13 @@ DEV2_DIR = "dev2"
 """``<world>/dev2/tasks.jsonl``: questions worded by the second development families (a third outside author)."""
 DEV3_DIR = "dev3"
 """``<world>/dev3/tasks.jsonl``: questions worded by the third development families (a fourth outside author)."""
+DEV4_DIR = "dev4"
+"""``<world>/dev4/tasks.jsonl``: questions worded by a fifth outside author's families, written as more training
+wordings for a student model (the reader was never tuned on them)."""
 _SETS = {"train": ("questions", "q"), "dev": ("dev", "d"), "dev2": ("dev2", "e"), "dev3": ("dev3", "f"),
-         "heldout": ("heldout", "h")}
+         "dev4": ("dev4", "g"), "heldout": ("heldout", "h")}
+_SET_DIRS = {"heldout": HELDOUT_DIR, "dev": DEV_DIR, "dev2": DEV2_DIR, "dev3": DEV3_DIR, "dev4": DEV4_DIR}
+"""Every set but the training questions -> its directory in the world (``<dir>/tasks.jsonl``)."""
 TASK_KINDS = ("question", "comparison", "unanswerable", "off_topic")
 SPECIAL_FACTS = ("price", "stock")
 """Fact names that refer to ``Item`` fields rather than to ``Item.attributes``."""
@@ -143,7 +149,7 @@ class LivestreamWorldConfig(BaseModel):
     heldout_questions: int = Field(
         default=600, ge=0, description="Questions worded only by the held-out phrasing families "
         "(apps/livestream/phrasings/heldout/), written to heldout/tasks.jsonl for evaluation, and as many worded "
-        "by each set of development families to dev/, dev2/ and dev3/tasks.jsonl. Default 600.",
+        "by each set of development families to dev/, dev2/, dev3/ and dev4/tasks.jsonl. Default 600.",
     )
     off_topic_fraction: float = Field(
         default=0.1, ge=0, le=1, description="Share of questions not about the products (chit-chat)."
@@ -771,11 +777,12 @@ def _ask_questions(
     pairs: list[tuple[int, int]], weights: list[float], which: str = "train",
 ) -> list[_Asked]:
     """All viewer questions in time order, with task ids ``ls-q-000001``… worded by the training families,
-    or the development (``which="dev"``, ``ls-d-…``; ``"dev2"``, ``ls-e-…``; ``"dev3"``, ``ls-f-…``) or
+    or the development (``which="dev"``, ``ls-d-…``; ``"dev2"``, ``ls-e-…``; ``"dev3"``, ``ls-f-…``; ``"dev4"``,
+    ``ls-g-…``) or
     held-out (``"heldout"``, ``ls-h-…``) questions worded by those families only."""
     name, prefix = _SETS[which]
     rng = random.Random(f"livestream:{config.seed}:{name}")
-    packs = {"train": train_packs, "dev": dev_packs, "dev2": dev2_packs, "dev3": dev3_packs,
+    packs = {"train": train_packs, "dev": dev_packs, "dev2": dev2_packs, "dev3": dev3_packs, "dev4": dev4_packs,
              "heldout": heldout_packs}[which]()
     if not packs:
         return []
@@ -906,25 +913,20 @@ def generate_livestream_world(
     pairs, weights = _attendance(random.Random(f"livestream:{config.seed}:viewers"), config.viewers, len(streams))
     asked = _ask_questions(config, streams, products, pairs, weights)
     tasks = [_to_task(a) for a in asked]
-    heldout = [_to_task(a) for a in _ask_questions(config, streams, products, pairs, weights, "heldout")]
-    dev = [_to_task(a) for a in _ask_questions(config, streams, products, pairs, weights, "dev")]
-    dev2 = [_to_task(a) for a in _ask_questions(config, streams, products, pairs, weights, "dev2")]
-    dev3 = [_to_task(a) for a in _ask_questions(config, streams, products, pairs, weights, "dev3")]
-    for task in (*heldout, *dev, *dev2, *dev3):
+    apart = {which: [_to_task(a) for a in _ask_questions(config, streams, products, pairs, weights, which)]
+             for which in _SET_DIRS}
+    for task in itertools.chain.from_iterable(apart.values()):
         task.meta.pop("session_id", None)  # held-out and dev viewers' chats are not in the logs
     sessions = _build_sessions(config, streams, pairs, asked)
-    # a rerun without those packs leaves no old file
-    for stale, records in ((HELDOUT_DIR, heldout), (DEV_DIR, dev), (DEV2_DIR, dev2), (DEV3_DIR, dev3)):
+    for which, records in apart.items():  # a rerun without those packs leaves no old file
         if not records:
-            (out / stale / TASKS_FILE).unlink(missing_ok=True)
+            (out / _SET_DIRS[which] / TASKS_FILE).unlink(missing_ok=True)
     counts: dict[str, Any] = {
         "items": _write(out / CATALOG_FILE, Item, [p.item for p in products.values()], progress),
         "streams": _write(out / STREAMS_FILE, Stream, streams, progress),
         "tasks": _write(out / TASKS_FILE, Task, tasks, progress),
-        "heldout_tasks": _write(out / HELDOUT_DIR / TASKS_FILE, Task, heldout, progress) if heldout else 0,
-        "dev_tasks": _write(out / DEV_DIR / TASKS_FILE, Task, dev, progress) if dev else 0,
-        "dev2_tasks": _write(out / DEV2_DIR / TASKS_FILE, Task, dev2, progress) if dev2 else 0,
-        "dev3_tasks": _write(out / DEV3_DIR / TASKS_FILE, Task, dev3, progress) if dev3 else 0,
+        **{f"{which}_tasks": _write(out / _SET_DIRS[which] / TASKS_FILE, Task, records, progress) if records else 0
+           for which, records in apart.items()},
         "sessions": _write(out / LOGS_FILE, Session, sessions, progress),
         "tasks_by_kind": {kind: sum(t.kind == kind for t in tasks) for kind in TASK_KINDS},
     }

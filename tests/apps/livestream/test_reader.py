@@ -16,6 +16,7 @@ from apps.livestream.phrasings import (
     PhrasingError,
     dev2_packs,
     dev3_packs,
+    dev4_packs,
     dev_packs,
     heldout_packs,
     load_pack,
@@ -26,6 +27,7 @@ from apps.livestream.reader import Reader, fold, unslang
 from apps.livestream.world import (
     DEV2_DIR,
     DEV3_DIR,
+    DEV4_DIR,
     DEV_DIR,
     HELDOUT_DIR,
     LivestreamWorldConfig,
@@ -177,6 +179,11 @@ def test_shipped_packs_load_and_held_out_wordings_are_not_trained_on() -> None:
     trained = {template_key(t) for p in train for _, _, t in p.templates()}
     assert not [t for p in (*held, *dev) for _, _, t in p.templates() if template_key(t) in trained]
     assert len({p.family for p in (*train, *held, *dev)}) == len(train) + len(held) + len(dev)
+    # the fifth author's families are training wordings for a student (some of their short wordings are also in
+    # the training families); the student's questions leave out any worded like dev3 or held-out ones (test_sft)
+    student = dev4_packs()
+    assert {p.lang for p in student} >= langs and all(len(p.off_topic) >= 40 for p in student)
+    assert not {p.family for p in student} & {p.family for p in (*train, *held, *dev)}
 
 
 def test_world_writes_held_out_questions_worded_only_by_held_out_families(tmp_path: Path) -> None:
@@ -196,6 +203,9 @@ def test_world_writes_held_out_questions_worded_only_by_held_out_families(tmp_pa
     dev3 = read(tmp_path / DEV3_DIR / TASKS_FILE)
     assert counts["dev3_tasks"] == 120 and {t.meta["family"] for t in dev3} <= {p.family for p in dev3_packs()}
     assert all(t.task_id.startswith("ls-f-") for t in dev3) and not any(t.messages[0].content in logged for t in dev3)
+    dev4 = read(tmp_path / DEV4_DIR / TASKS_FILE)
+    assert counts["dev4_tasks"] == 120 and {t.meta["family"] for t in dev4} <= {p.family for p in dev4_packs()}
+    assert all(t.task_id.startswith("ls-g-") for t in dev4) and not any(t.messages[0].content in logged for t in dev4)
     held = read(tmp_path / HELDOUT_DIR / TASKS_FILE)
     assert counts["heldout_tasks"] == 120 and {t.meta["family"] for t in held} <= held_families
     assert {t.task_id for t in train}.isdisjoint({t.task_id for t in held})

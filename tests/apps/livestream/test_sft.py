@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -72,3 +73,47 @@ def test_no_twin_without_a_fact_list_or_for_other_kinds() -> None:
     assert note_twins(_task("u", "unanswerable", "unanswerable:price:0"), _user(), {"fact": "unknown"}) == []
     assert note_twins(_task(below, "off_topic", ""), _user(), {"fact": "chat"}) == []
     assert note_twins(_task(below, "comparison", ""), _user(), {"item": "this", "fact": "price", "versus": "#2"}) == []
+
+
+def test_pack_template_finds_each_kind_of_template_id() -> None:
+    from apps.livestream.phrasings import PhrasingPack, pack_template
+
+    pack = PhrasingPack(family="x-en", lang="en", price=["px {ref}", "how much"], off_topic=["hi {host}"],
+                        value={"brand": ["who makes {ref}", "brand?"]}, bool={"vegan": ["vegan {ref}?"]},
+                        unanswerable=["reviews {ref}?"])
+    packs = [pack]
+    assert pack_template(packs, "x-en/price:price:1") == "how much"
+    assert pack_template(packs, "x-en/value:brand:1") == "brand?"
+    assert pack_template(packs, "x-en/unanswerable:vegan:0") == "vegan {ref}?"  # asked of a product without it
+    assert pack_template(packs, "x-en/unanswerable:generic:0") == "reviews {ref}?"
+    assert pack_template(packs, "x-en/off_topic:generic:0") == "hi {host}"
+    for missing in ("x-en/value:brand:2", "y-en/price:price:0", "x-en/price:price", "price:price:0", ""):
+        assert pack_template(packs, missing) is None, missing
+
+
+def test_student_tasks_leave_out_wordings_of_the_measured_sets(tmp_path: Path) -> None:
+    """A dev wording that an author of the held-out set also wrote ("qui a designé {ref} ?" / "qui a designé
+    {ref}?") is dropped; its neighbour is kept; bad arguments and stale worlds are errors that say so."""
+    from apps.livestream.sft import main, student_tasks
+
+    shared = _task("ls-d-000029", "unanswerable", "dev-fr/unanswerable:generic:4")
+    own = _task("ls-d-000001", "question", "dev-de/value:shipping_days:0")
+    (tmp_path / "dev").mkdir()
+    (tmp_path / "dev" / "tasks.jsonl").write_text(f"{shared.model_dump_json()}\n{own.model_dump_json()}\n")
+    kept, dropped = student_tasks(tmp_path, ["dev"], ["heldout"])
+    assert [t.task_id for t in kept] == ["ls-d-000001"] and dropped == {"dev": 1}
+    kept, dropped = student_tasks(tmp_path, ["dev"], ["dev3"])  # no dev3 author wrote it
+    assert len(kept) == 2 and not dropped
+    with pytest.raises(ValueError, match="both trained on and measured"):
+        student_tasks(tmp_path, ["dev", "heldout"])
+    with pytest.raises(ValueError, match="unknown question set"):
+        student_tasks(tmp_path, ["dev5"])
+    with pytest.raises(FileNotFoundError, match="no dev2 questions"):
+        student_tasks(tmp_path, ["dev", "dev2"])
+    (tmp_path / "dev" / "tasks.jsonl").write_text(_task("t", "question", "dev-de/value:shipping_days:999")
+                                                  .model_dump_json() + "\n")
+    with pytest.raises(ValueError, match=r"task t: template .* is in no pack"):
+        student_tasks(tmp_path, ["dev"])
+    with pytest.raises(SystemExit) as exit_:
+        main([str(tmp_path), str(tmp_path / "out"), "--sets", "dev"])
+    assert exit_.value.code == 2
