@@ -536,8 +536,11 @@ def _print_cascade(report: dict[str, Any], out: Path) -> None:
                           for a, c in gate["evidence"].items())
         out_console.print(f"final vs each app's fallback (success): {cells}; sidekick serve lets the model answer "
                           f"{', '.join(gate['model_apps']) or 'no app'} (model_apps.json)", highlight=False)
+    chosen = (report.get("final_stage") or {}).get("stage", "rl")
     beats = report["final_beats_seed"]
-    out_console.print(f"final vs seed_sft: success {'better' if beats['success'] else 'NOT better'}, "
+    why = "RL" if chosen == "rl" else "an earlier stage did better beyond doubt than RL"
+    out_console.print(f"final = the {chosen} agent ({why}); vs seed_sft: success "
+                      f"{'better' if beats['success'] else 'NOT better'}, "
                       f"recall@10 {'better' if beats['recall@10'] else 'NOT better'}  ->  {out / 'final'}"
                       "  (* = paired 95% CI excludes 0)", highlight=False)
 

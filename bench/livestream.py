@@ -45,6 +45,7 @@ from apps.livestream.phrasings import (  # noqa: E402
     dev3_packs,
     dev4_packs,
     dev_packs,
+    heldout2_packs,
     heldout_packs,
     train_packs,
 )
@@ -54,6 +55,7 @@ from apps.livestream.world import (  # noqa: E402
     DEV3_DIR,
     DEV4_DIR,
     DEV_DIR,
+    HELDOUT2_DIR,
     HELDOUT_DIR,
     LivestreamWorldConfig,
     generate_livestream_world,
@@ -124,8 +126,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--world", type=Path, default=None, help="a livestream world (default: generate one)")
     ap.add_argument("--quick", action="store_true", help="the first 300 questions of each set")
-    ap.add_argument("--sets", default=None, help="comma-separated subset of: train, dev, dev2, dev3, dev4, held-out "
-                    "(default all)")
+    ap.add_argument("--sets", default=None, help="comma-separated subset of: train, dev, dev2, dev3, dev4, "
+                    "held-out, held-out2 (default all)")
     ap.add_argument("--out", type=Path, default=ROOT / "bench/results/livestream.json")
     args = ap.parse_args()
     world = args.world
@@ -136,12 +138,14 @@ def main() -> None:
     sets = {"train wordings": world / TASKS_FILE, "dev wordings": world / DEV_DIR / TASKS_FILE,
             "dev2 wordings": world / DEV2_DIR / TASKS_FILE,
             "dev3 wordings": world / DEV3_DIR / TASKS_FILE, "dev4 wordings": world / DEV4_DIR / TASKS_FILE,
-            "held-out wordings": world / HELDOUT_DIR / TASKS_FILE}
+            "held-out wordings": world / HELDOUT_DIR / TASKS_FILE,
+            "held-out2 wordings": world / HELDOUT2_DIR / TASKS_FILE}
     if args.sets:
         wanted = {w.strip() for w in args.sets.split(",")}
         unknown = wanted - {name.removesuffix(" wordings") for name in sets}
         if unknown:
-            sys.exit(f"--sets: unknown {', '.join(sorted(unknown))} (train, dev, dev2, dev3, dev4, held-out)")
+            sys.exit(f"--sets: unknown {', '.join(sorted(unknown))} (train, dev, dev2, dev3, dev4, held-out, "
+                     "held-out2)")
         sets = {name: path for name, path in sets.items() if name.removesuffix(" wordings") in wanted}
     if not (world / TASKS_FILE).is_file():
         sys.exit(f"{world}: no {TASKS_FILE}; generate it with `sidekick world livestream --out {world}`")
@@ -150,14 +154,15 @@ def main() -> None:
     spec = livestream_app(world)
     names = {k: ", ".join(p.family for p in packs()) for k, packs in
              (("train", train_packs), ("dev", dev_packs), ("dev2", dev2_packs), ("dev3", dev3_packs),
-              ("dev4", dev4_packs), ("held-out", heldout_packs))}
+              ("dev4", dev4_packs), ("held-out", heldout_packs), ("held-out2", heldout2_packs))}
     print("families: " + "; ".join(f"{k} {v}" for k, v in names.items()))
     result: dict[str, Any] = {"world": str(world), "quick": args.quick, "sets": {}}
     for set_name, path in sets.items():
         with open(path, encoding="utf-8") as f:
             tasks = [Task.model_validate_json(line) for line in f if line.strip()][: 300 if args.quick else None]
         lang = {p.family: p.lang
-                for p in (*train_packs(), *dev_packs(), *dev2_packs(), *dev3_packs(), *dev4_packs(), *heldout_packs())}
+                for p in (*train_packs(), *dev_packs(), *dev2_packs(), *dev3_packs(), *dev4_packs(), *heldout_packs(),
+                          *heldout2_packs())}
         per_method = {m: answer_all(spec, tasks, reader) for m, reader in METHODS.items()}
         out: dict[str, Any] = {"tasks": len(tasks), "methods": {}, "breakdown": {}}
         print(f"\n{set_name}: {len(tasks)} questions of {path}")

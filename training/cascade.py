@@ -21,8 +21,9 @@ runs one stage alone; it needs the earlier stages' artefacts.
    samples plus, with ``teacher``, the app's retrieval teacher's passing episodes on the same tasks
    (LiveThinking's RFT from a teacher), all in the exact served token format.
 5. **rl** — the RL runtime (:mod:`training.rl.controller`) on the low-certainty tasks from SFT-2's agent.
-6. **report** — seed, SFT-2 and final agents on held-out tasks in the harness: success rate, Recall@10,
-   reward (``OUT/report.json``); ``OUT/final`` is the final agent.
+6. **report** — seed, SFT-2 and RL agents on held-out tasks in the harness: success rate, Recall@10,
+   reward (``OUT/report.json``); ``OUT/final`` is RL's agent unless an earlier stage did better beyond doubt
+   (:func:`choose_final`).
 """
 
 from __future__ import annotations
@@ -521,24 +522,28 @@ class Cascade:
         if not tasks:
             where = ", ".join(map(str, self.cfg.heldout_paths))
             raise CascadeError(f"{where}: no held-out {self.cfg.label} tasks to report on")
-        final = self.cfg.out / "final"
-        shutil.rmtree(final, ignore_errors=True)
-        shutil.copytree(self.cfg.stage_dir("rl") / "final", final)
-        rows = {}
-        for name, agent in (("seed_sft", self._agent("seed_sft")), ("sft2", self._agent("sft2")), ("final", final)):
+        agents: dict[str, Path] = {stage: self._agent(stage) for stage in FINAL_CANDIDATES}
+        rows: dict[str, dict[str, float]] = {}
+        for name, agent in agents.items():
             rows[name] = self.evaluator(agent, tasks, out / name)
             self.progress("report", 1, 3)
+        choice = choose_final(out, self.cfg.seed)
+        final = self.cfg.out / "final"
+        for src, dst in ((agents[choice["stage"]], final), (out / choice["stage"], out / "final")):
+            shutil.rmtree(dst, ignore_errors=True)
+            shutil.copytree(src, dst)  # the chosen agent, and its per-task rows for the gate
+        rows["final"] = rows[choice["stage"]]
         gate = None
         if self.cfg.apps:  # several apps: where does the agent beat the server without it?
             rows["fallback"] = self.evaluator(None, tasks, out / "fallback")
             gate = model_apps_gate(out / "fallback", out / "final", self.cfg.seed)
             (final / MODEL_APPS_FILE).write_text(json.dumps(gate, indent=1))
         report = {"heldout": [str(p) for p in self.cfg.heldout_paths], "tasks": len(tasks), "agents": rows,
-                  **({"model_apps": gate} if gate is not None else {}),
+                  "final_stage": choice, **({"model_apps": gate} if gate is not None else {}),
                   "final_beats_seed": {k: rows["final"].get(k, 0.0) > rows["seed_sft"].get(k, 0.0)
                                        for k in ("success", "recall@10")},
                   "paired": stage_deltas(out, self.cfg.seed), "rl_reward": self._rl_reward(),
-                  "rl_set": self._on_rl_tasks(final)}
+                  "rl_set": self._on_rl_tasks(agents["rl"])}
         (out / "report.json").write_text(json.dumps(report, indent=1))
         self._manifest("report", self.cfg.report.model_dump(), {"tasks": len(tasks)}, [final])
 
@@ -565,8 +570,35 @@ def model_apps_gate(fallback_dir: Path, final_dir: Path, seed: int = 0, n_boot: 
                     "the model serves an app where b - a > 0 and its paired bootstrap 95 % interval is above 0"}
 
 
-STAGE_PAIRS = (("sft2", "seed_sft"), ("final", "sft2"), ("final", "seed_sft"))
+FINAL_CANDIDATES: tuple[Stage, ...] = ("seed_sft", "sft2", "rl")
+"""The stages whose agents the report measures; ``OUT/final`` is one of them (:func:`choose_final`)."""
+STAGE_PAIRS = (("sft2", "seed_sft"), ("rl", "sft2"), ("rl", "seed_sft"))
 PAIRED_METRICS = ("success", "ndcg@10", "reward")
+
+
+def choose_final(report_dir: Path, seed: int = 0, n_boot: int = 2000) -> dict[str, Any]:
+    """Which stage's agent becomes ``OUT/final``: RL's, unless an earlier stage did better on the report's tasks
+    beyond doubt (the paired bootstrap 95 % interval of RL's success minus that stage's entirely below 0); then
+    the best such stage by success (a tie: the later one). On the pretrained livestream student RFT and GRPO
+    lowered success on dev3 (0.870 -> 0.827 -> 0.830): serving RL's agent there would serve the worse one. The
+    report's tasks thereby choose an agent: they are a development set, and the figures a user quotes come from
+    tasks that chose nothing (``sidekick eval run`` on the held-out ones)."""
+    from eval.paired import paired_compare, read_per_task
+
+    rl = read_per_task(report_dir / "rl") or []
+    evidence: dict[str, Any] = {}
+    for stage in FINAL_CANDIDATES[:-1]:
+        earlier = read_per_task(report_dir / stage) or []
+        if not (rl and earlier):
+            continue
+        cell = paired_compare(earlier, rl, ("success",), n_boot=n_boot, seed=seed)["groups"].get("all", {})
+        if "success" in cell:
+            evidence[f"rl - {stage}"] = cell["success"]
+    better = [s for s in FINAL_CANDIDATES[:-1] if (c := evidence.get(f"rl - {s}")) is not None and c["hi"] < 0]
+    stage = max(reversed(better), key=lambda s: evidence[f"rl - {s}"]["a"]) if better else "rl"
+    return {"stage": stage, "evidence": evidence,
+            "rule": "RL's agent unless an earlier stage's success is higher beyond doubt (paired bootstrap 95 % "
+                    "interval of rl - stage below 0); then the best such stage"}
 
 
 def stage_deltas(report_dir: Path, seed: int = 0, n_boot: int = 2000) -> dict[str, Any]:

@@ -81,6 +81,7 @@ DEV_DIR = HERE / "dev"
 DEV2_DIR = HERE / "dev2"
 DEV3_DIR = HERE / "dev3"
 DEV4_DIR = HERE / "dev4"
+HELDOUT2_DIR = HERE / "heldout2"
 VALUE_KEYS = tuple(sorted(VALUE_Q))
 BOOL_KEYS = tuple(sorted(BOOL_Q))
 MEMBER_KEYS = tuple(sorted(MEMBER_Q))
@@ -275,6 +276,14 @@ def heldout_packs() -> tuple[PhrasingPack, ...]:
     return tuple(load_packs([HELDOUT_DIR] if HELDOUT_DIR.is_dir() else []))
 
 
+@cache
+def heldout2_packs() -> tuple[PhrasingPack, ...]:
+    """Every pack in ``apps/livestream/phrasings/heldout2/``: a sixth outside author's families (2026-12-06,
+    Nigerian, US-Southern and Singapore English, Peruvian Spanish, Berlin German, Swiss French), who read no other
+    pack and no rule of the agent: a second held-out set, never tuned or trained on."""
+    return tuple(load_packs([HELDOUT2_DIR] if HELDOUT2_DIR.is_dir() else []))
+
+
 def template_key(template: str) -> str:
     """A template with its placeholders and punctuation stripped, lower case: two families sharing a wording
     share this key (used to check that held-out wordings never occur in training families)."""
@@ -303,13 +312,15 @@ def pack_template(packs: Iterable[PhrasingPack], template_id: str) -> str | None
 
 def main() -> None:
     for name, packs in (("train", train_packs()), ("dev", dev_packs()), ("dev2", dev2_packs()),
-                        ("dev3", dev3_packs()), ("dev4", dev4_packs()), ("heldout", heldout_packs())):
+                        ("dev3", dev3_packs()), ("dev4", dev4_packs()), ("heldout", heldout_packs()),
+                        ("heldout2", heldout2_packs())):
         for p in packs:
             n = sum(1 for _ in p.templates())
             refs = sum(len(v) for v in p.refs.values())
             print(f"{name:8s} {p.family:24s} {p.lang:5s} {n:4d} question templates, {refs:3d} refs")
     train = {template_key(t) for p in train_packs() for _, _, t in p.templates()}
-    shared = [(p.family, t) for p in heldout_packs() for _, _, t in p.templates() if template_key(t) in train]
+    shared = [(p.family, t) for p in (*heldout_packs(), *heldout2_packs()) for _, _, t in p.templates()
+              if template_key(t) in train]
     print(f"held-out templates also in a training family: {len(shared)}")
     for family, t in shared[:20]:
         print(f"  {family}: {t!r}")

@@ -18,6 +18,7 @@ from apps.livestream.phrasings import (
     dev3_packs,
     dev4_packs,
     dev_packs,
+    heldout2_packs,
     heldout_packs,
     pack_template,
     template_key,
@@ -80,12 +81,12 @@ def note_twins(task: Task, user: list[dict[str, Any]],
 SOURCE = AnswerKeySft(ANSWER_PROMPT, env, task_call, note_twins)
 
 PACKS = {"train": train_packs, "dev": dev_packs, "dev2": dev2_packs, "dev3": dev3_packs, "dev4": dev4_packs,
-         "heldout": heldout_packs}
+         "heldout": heldout_packs, "heldout2": heldout2_packs}
 """Each question set of a livestream world -> the families that word it."""
 STUDENT_SETS = ("train", "dev", "dev2", "dev4")
 """The sets a student trains on by default: the training wordings, the two sets the reader was tuned on and the
 fifth author's (:func:`apps.livestream.phrasings.dev4_packs`)."""
-APART_SETS = ("dev3", "heldout")
+APART_SETS = ("dev3", "heldout", "heldout2")
 """The sets a student is measured on: no training question may share a wording with them."""
 
 

@@ -23,15 +23,37 @@ def _write(d: Path, success: list[float]) -> None:
 def test_stage_deltas_pair_each_later_agent_with_an_earlier_one(tmp_path: Path) -> None:
     _write(tmp_path / "seed_sft", [0, 0, 1, 1])
     _write(tmp_path / "sft2", [0, 1, 1, 1])
-    _write(tmp_path / "final", [1, 1, 1, 1])
+    _write(tmp_path / "rl", [1, 1, 1, 1])
     got = stage_deltas(tmp_path, n_boot=200)
-    assert list(got) == ["sft2 - seed_sft", "final - sft2", "final - seed_sft"]
+    assert list(got) == ["sft2 - seed_sft", "rl - sft2", "rl - seed_sft"]
     first = got["sft2 - seed_sft"]["success"]
     assert (first["n"], first["a"], first["b"], first["delta"]) == (4, 0.5, 0.75, 0.25)
-    assert got["final - seed_sft"]["success"]["delta"] == pytest.approx(0.5)
+    assert got["rl - seed_sft"]["success"]["delta"] == pytest.approx(0.5)
     # per-task differences [1, 1, 0, 0]: a resample of four zeros (p = 1/16 > 2.5 %) keeps 0 inside the interval
-    assert got["final - seed_sft"]["success"]["lo"] == 0.0 and not got["final - seed_sft"]["success"]["excludes_zero"]
+    assert got["rl - seed_sft"]["success"]["lo"] == 0.0 and not got["rl - seed_sft"]["success"]["excludes_zero"]
     assert stage_deltas(tmp_path / "missing") == {}
+
+
+def test_final_is_rl_unless_an_earlier_stage_did_better_beyond_doubt(tmp_path: Path) -> None:
+    from training.cascade import choose_final
+
+    _write(tmp_path / "seed_sft", [1] * 10 + [0] * 10)
+    _write(tmp_path / "sft2", [1] * 20)
+    _write(tmp_path / "rl", [1] * 9 + [0] * 11)  # one task fewer than the seed: no doubt-free difference
+    got = choose_final(tmp_path, n_boot=200)
+    assert got["stage"] == "sft2"  # rl - sft2: differences eleven -1s and nine 0s, every resample below 0
+    cell = got["evidence"]["rl - sft2"]
+    assert cell["delta"] == pytest.approx(-0.55) and -0.45 < cell["hi"] < -0.2  # about -0.55 + 1.96 * 0.111
+    assert got["evidence"]["rl - seed_sft"]["hi"] >= 0  # -0.05 on one task
+    for d in ("sft2", "rl"):
+        (tmp_path / d / "per_task.jsonl").unlink()
+        (tmp_path / d).rmdir()
+    _write(tmp_path / "sft2", [1] * 10 + [0] * 10)  # level with the seed, both far above RL: the later one
+    _write(tmp_path / "rl", [0] * 20)
+    assert choose_final(tmp_path, n_boot=200)["stage"] == "sft2"
+    (tmp_path / "rl" / "per_task.jsonl").write_text((tmp_path / "seed_sft" / "per_task.jsonl").read_text())
+    assert choose_final(tmp_path, n_boot=200)["stage"] == "rl"  # a tie keeps RL
+    assert choose_final(tmp_path / "missing")["stage"] == "rl"
 
 
 def _write_apps(d: Path, success: dict[str, list[float]]) -> None:

@@ -18,6 +18,7 @@ from apps.livestream.phrasings import (
     dev3_packs,
     dev4_packs,
     dev_packs,
+    heldout2_packs,
     heldout_packs,
     load_pack,
     template_key,
@@ -29,6 +30,7 @@ from apps.livestream.world import (
     DEV3_DIR,
     DEV4_DIR,
     DEV_DIR,
+    HELDOUT2_DIR,
     HELDOUT_DIR,
     LivestreamWorldConfig,
     generate_livestream_world,
@@ -184,6 +186,11 @@ def test_shipped_packs_load_and_held_out_wordings_are_not_trained_on() -> None:
     student = dev4_packs()
     assert {p.lang for p in student} >= langs and all(len(p.off_topic) >= 40 for p in student)
     assert not {p.family for p in student} & {p.family for p in (*train, *held, *dev)}
+    # the second held-out set: a sixth author's, worded like no training family and like no other set
+    held2 = heldout2_packs()
+    assert {p.lang for p in held2} >= langs
+    assert not [t for p in held2 for _, _, t in p.templates() if template_key(t) in trained]
+    assert not {p.family for p in held2} & {p.family for p in (*train, *held, *dev, *student)}
 
 
 def test_world_writes_held_out_questions_worded_only_by_held_out_families(tmp_path: Path) -> None:
@@ -203,6 +210,9 @@ def test_world_writes_held_out_questions_worded_only_by_held_out_families(tmp_pa
     dev3 = read(tmp_path / DEV3_DIR / TASKS_FILE)
     assert counts["dev3_tasks"] == 120 and {t.meta["family"] for t in dev3} <= {p.family for p in dev3_packs()}
     assert all(t.task_id.startswith("ls-f-") for t in dev3) and not any(t.messages[0].content in logged for t in dev3)
+    held2 = read(tmp_path / HELDOUT2_DIR / TASKS_FILE)
+    assert counts["heldout2_tasks"] == 120 and {t.meta["family"] for t in held2} <= {p.family for p in heldout2_packs()}
+    assert all(t.task_id.startswith("ls-i-") for t in held2) and not any(t.messages[0].content in logged for t in held2)
     dev4 = read(tmp_path / DEV4_DIR / TASKS_FILE)
     assert counts["dev4_tasks"] == 120 and {t.meta["family"] for t in dev4} <= {p.family for p in dev4_packs()}
     assert all(t.task_id.startswith("ls-g-") for t in dev4) and not any(t.messages[0].content in logged for t in dev4)
