@@ -40,15 +40,7 @@ sys.path.insert(0, str(ROOT))
 
 from apps.livestream.agent import fact_value, livestream_app  # noqa: E402
 from apps.livestream.env import fact_mentioned, request_constraints, reward  # noqa: E402
-from apps.livestream.phrasings import (  # noqa: E402
-    dev2_packs,
-    dev3_packs,
-    dev4_packs,
-    dev_packs,
-    heldout2_packs,
-    heldout_packs,
-    train_packs,
-)
+from apps.livestream.phrasings import PACK_SETS  # noqa: E402
 from apps.livestream.reader import Reader  # noqa: E402
 from apps.livestream.world import (  # noqa: E402
     DEV2_DIR,
@@ -152,17 +144,13 @@ def main() -> None:
     for name in [name for name, path in sets.items() if not path.is_file()]:
         print(f"{name}: no {sets.pop(name)} (no such packs shipped, or a world generated before them: regenerate it)")
     spec = livestream_app(world)
-    names = {k: ", ".join(p.family for p in packs()) for k, packs in
-             (("train", train_packs), ("dev", dev_packs), ("dev2", dev2_packs), ("dev3", dev3_packs),
-              ("dev4", dev4_packs), ("held-out", heldout_packs), ("held-out2", heldout2_packs))}
+    names = {k.replace("heldout", "held-out"): ", ".join(p.family for p in packs()) for k, packs in PACK_SETS.items()}
     print("families: " + "; ".join(f"{k} {v}" for k, v in names.items()))
     result: dict[str, Any] = {"world": str(world), "quick": args.quick, "sets": {}}
     for set_name, path in sets.items():
         with open(path, encoding="utf-8") as f:
             tasks = [Task.model_validate_json(line) for line in f if line.strip()][: 300 if args.quick else None]
-        lang = {p.family: p.lang
-                for p in (*train_packs(), *dev_packs(), *dev2_packs(), *dev3_packs(), *dev4_packs(), *heldout_packs(),
-                          *heldout2_packs())}
+        lang = {p.family: p.lang for packs in PACK_SETS.values() for p in packs()}
         per_method = {m: answer_all(spec, tasks, reader) for m, reader in METHODS.items()}
         out: dict[str, Any] = {"tasks": len(tasks), "methods": {}, "breakdown": {}}
         print(f"\n{set_name}: {len(tasks)} questions of {path}")

@@ -50,7 +50,7 @@ from __future__ import annotations
 
 import re
 import string
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from functools import cache
 from pathlib import Path
 
@@ -284,6 +284,12 @@ def heldout2_packs() -> tuple[PhrasingPack, ...]:
     return tuple(load_packs([HELDOUT2_DIR] if HELDOUT2_DIR.is_dir() else []))
 
 
+PACK_SETS: dict[str, Callable[[], tuple[PhrasingPack, ...]]] = {
+    "train": train_packs, "dev": dev_packs, "dev2": dev2_packs, "dev3": dev3_packs, "dev4": dev4_packs,
+    "heldout": heldout_packs, "heldout2": heldout2_packs}
+"""Each question set of a livestream world -> the families that word it."""
+
+
 def template_key(template: str) -> str:
     """A template with its placeholders and punctuation stripped, lower case: two families sharing a wording
     share this key (used to check that held-out wordings never occur in training families)."""
@@ -311,10 +317,8 @@ def pack_template(packs: Iterable[PhrasingPack], template_id: str) -> str | None
 
 
 def main() -> None:
-    for name, packs in (("train", train_packs()), ("dev", dev_packs()), ("dev2", dev2_packs()),
-                        ("dev3", dev3_packs()), ("dev4", dev4_packs()), ("heldout", heldout_packs()),
-                        ("heldout2", heldout2_packs())):
-        for p in packs:
+    for name, packs in PACK_SETS.items():
+        for p in packs():
             n = sum(1 for _ in p.templates())
             refs = sum(len(v) for v in p.refs.values())
             print(f"{name:8s} {p.family:24s} {p.lang:5s} {n:4d} question templates, {refs:3d} refs")

@@ -13,17 +13,7 @@ from typing import Any
 
 from apps.livestream.agent import ANSWER_PROMPT, UNKNOWN
 from apps.livestream.kit import env
-from apps.livestream.phrasings import (
-    dev2_packs,
-    dev3_packs,
-    dev4_packs,
-    dev_packs,
-    heldout2_packs,
-    heldout_packs,
-    pack_template,
-    template_key,
-    train_packs,
-)
+from apps.livestream.phrasings import PACK_SETS, pack_template, template_key
 from apps.livestream.plan import plan_call
 from apps.teacher_sft import AnswerKeySft
 from harness.env import AppEnv
@@ -80,9 +70,6 @@ def note_twins(task: Task, user: list[dict[str, Any]],
 
 SOURCE = AnswerKeySft(ANSWER_PROMPT, env, task_call, note_twins)
 
-PACKS = {"train": train_packs, "dev": dev_packs, "dev2": dev2_packs, "dev3": dev3_packs, "dev4": dev4_packs,
-         "heldout": heldout_packs, "heldout2": heldout2_packs}
-"""Each question set of a livestream world -> the families that word it."""
 STUDENT_SETS = ("train", "dev", "dev2", "dev4")
 """The sets a student trains on by default: the training wordings, the two sets the reader was tuned on and the
 fifth author's (:func:`apps.livestream.phrasings.dev4_packs`)."""
@@ -97,13 +84,13 @@ def student_tasks(world: Path, sets: Sequence[str] = STUDENT_SETS, apart: Sequen
     template of a family of ``apart``: two authors sometimes write the same short wording ("allergen info
     {ref}"), and a student must never have seen a measured wording. Returns the kept tasks and, per set, how many
     were dropped."""
-    unknown = [s for s in (*sets, *apart) if s not in PACKS]
+    unknown = [s for s in (*sets, *apart) if s not in PACK_SETS]
     if unknown:
-        raise ValueError(f"unknown question set(s) {', '.join(unknown)}; expected some of {', '.join(PACKS)}")
+        raise ValueError(f"unknown question set(s) {', '.join(unknown)}; expected some of {', '.join(PACK_SETS)}")
     if set(sets) & set(apart):
         raise ValueError(f"sets {sorted(set(sets) & set(apart))} are both trained on and measured")
-    measured = {template_key(t) for name in apart for p in PACKS[name]() for _, _, t in p.templates()}
-    packs = [p for name in sets for p in PACKS[name]()]
+    measured = {template_key(t) for name in apart for p in PACK_SETS[name]() for _, _, t in p.templates()}
+    packs = [p for name in sets for p in PACK_SETS[name]()]
     kept: list[Task] = []
     dropped: Counter[str] = Counter()
     for name in sets:

@@ -38,16 +38,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from apps.livestream.phrasings import (
-    PhrasingPack,
-    dev2_packs,
-    dev3_packs,
-    dev4_packs,
-    dev_packs,
-    heldout2_packs,
-    heldout_packs,
-    train_packs,
-)
+from apps.livestream.phrasings import PACK_SETS, PhrasingPack
 
 # The vocabulary lives in apps.livestream.vocab; the `noqa: F401` names are re-exported for
 # apps.livestream.agent, which imports them from here.
@@ -788,8 +779,7 @@ def _ask_questions(
     held-out (``"heldout"``, ``ls-h-…``; ``"heldout2"``, ``ls-i-…``) questions worded by those families only."""
     name, prefix = _SETS[which]
     rng = random.Random(f"livestream:{config.seed}:{name}")
-    packs = {"train": train_packs, "dev": dev_packs, "dev2": dev2_packs, "dev3": dev3_packs, "dev4": dev4_packs,
-             "heldout": heldout_packs, "heldout2": heldout2_packs}[which]()
+    packs = PACK_SETS[which]()
     if not packs:
         return []
     kinds = _kinds(rng, config, config.questions if which == "train" else config.heldout_questions)

@@ -204,18 +204,13 @@ def test_world_writes_held_out_questions_worded_only_by_held_out_families(tmp_pa
     assert len({t.meta["family"] for t in train}) >= 5
     logged = (tmp_path / "logs.jsonl").read_text()
     assert not any(t.messages[0].content in logged for t in dev)  # dev questions are not in the logs
-    dev2 = read(tmp_path / DEV2_DIR / TASKS_FILE)
-    assert counts["dev2_tasks"] == 120 and {t.meta["family"] for t in dev2} <= {p.family for p in dev2_packs()}
-    assert all(t.task_id.startswith("ls-e-") for t in dev2) and not any(t.messages[0].content in logged for t in dev2)
-    dev3 = read(tmp_path / DEV3_DIR / TASKS_FILE)
-    assert counts["dev3_tasks"] == 120 and {t.meta["family"] for t in dev3} <= {p.family for p in dev3_packs()}
-    assert all(t.task_id.startswith("ls-f-") for t in dev3) and not any(t.messages[0].content in logged for t in dev3)
-    held2 = read(tmp_path / HELDOUT2_DIR / TASKS_FILE)
-    assert counts["heldout2_tasks"] == 120 and {t.meta["family"] for t in held2} <= {p.family for p in heldout2_packs()}
-    assert all(t.task_id.startswith("ls-i-") for t in held2) and not any(t.messages[0].content in logged for t in held2)
-    dev4 = read(tmp_path / DEV4_DIR / TASKS_FILE)
-    assert counts["dev4_tasks"] == 120 and {t.meta["family"] for t in dev4} <= {p.family for p in dev4_packs()}
-    assert all(t.task_id.startswith("ls-g-") for t in dev4) and not any(t.messages[0].content in logged for t in dev4)
+    for name, where, prefix, packs in (("dev2", DEV2_DIR, "ls-e-", dev2_packs), ("dev3", DEV3_DIR, "ls-f-", dev3_packs),
+                                       ("dev4", DEV4_DIR, "ls-g-", dev4_packs),
+                                       ("heldout2", HELDOUT2_DIR, "ls-i-", heldout2_packs)):
+        tasks = read(tmp_path / where / TASKS_FILE)
+        assert counts[f"{name}_tasks"] == 120 and {t.meta["family"] for t in tasks} <= {p.family for p in packs()}
+        assert all(t.task_id.startswith(prefix) for t in tasks), name
+        assert not any(t.messages[0].content in logged for t in tasks), name  # nor are theirs
     held = read(tmp_path / HELDOUT_DIR / TASKS_FILE)
     assert counts["heldout_tasks"] == 120 and {t.meta["family"] for t in held} <= held_families
     assert {t.task_id for t in train}.isdisjoint({t.task_id for t in held})
