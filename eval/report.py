@@ -388,9 +388,11 @@ def render_html(report: Mapping[str, Any], plots: Mapping[str, str | None]) -> s
         f"<h3>{html.escape(a)}</h3>" + _metric_table(
             {k: g for k, g in report["by_kind"].items() if k.startswith(a + "/")}, app_parts(s), "app/kind")
         for a, s in report["by_app"].items())
+    mode = (" <b>Model only</b>: no app's first answer (e.g. the livestream reader) answered before the model."
+            if meta.get("model_only") else "")
     body = f"""<h1>Evaluation: {html.escape(str(meta.get('agent') or 'fallback only (no model)'))}</h1>
 <p>{counts['tasks']:,} tasks from {html.escape(str(meta.get('logs')))} ({html.escape(_fmt(counts['by_app']))});
-{counts['errors']:,} failed to run. {badge}</p>
+{counts['errors']:,} failed to run. {badge}{mode}</p>
 <h2>Per app</h2>{_metric_table({'all': report['overall'], **report['by_app']}, HEADLINE, 'app')}
 <h2>Per task kind</h2>{_metric_table(report['by_kind'], HEADLINE, 'app/kind')}
 <img alt='success per kind' src='{html.escape(plots['success.png'] or '')}'>

@@ -143,6 +143,8 @@ def test_model_only_skips_the_apps_first_answer(worlds: dict[str, Path], tiny_ag
         reports[mode] = json.loads((tmp_path / mode / "report.json").read_text())
     served, alone = reports["--as-served"], reports["--model-only"]
     assert (served["meta"]["model_only"], alone["meta"]["model_only"]) == (False, True)
+    pages = {mode: (tmp_path / mode / "report.html").read_text() for mode in reports}
+    assert "Model only" in pages["--model-only"] and "Model only" not in pages["--as-served"]
     assert served["by_app"]["livestream"]["sure"] > 0 and alone["by_app"]["livestream"]["sure"] == 0
     assert alone["by_app"]["livestream"]["steps"] == 1.0 > served["by_app"]["livestream"]["steps"]  # model calls
 
