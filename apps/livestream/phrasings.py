@@ -297,11 +297,17 @@ def template_key(template: str) -> str:
     return " ".join(re.findall(r"[^\W\d_]+", text))
 
 
-def pack_template(packs: Iterable[PhrasingPack], template_id: str) -> str | None:
+def template_id(pack: PhrasingPack, qtype: str, key: str, index: int) -> str:
+    """The id a task records of the template that worded it (``meta["template"]``; :func:`pack_template` reads it
+    back): ``<family>/<qtype>:<key>:<index>``, without the family for ``base``."""
+    return f"{qtype}:{key}:{index}" if pack.family == "base" else f"{pack.family}/{qtype}:{key}:{index}"
+
+
+def pack_template(packs: Iterable[PhrasingPack], recorded: str) -> str | None:
     """The template a task's ``meta["template"]`` names (``dev3-en-terse/value:discount_percent:0``,
     ``price:price:2`` for ``base``, ``unanswerable:warranty_months:1`` for a value or yes/no template asked of a
     product without that fact); None when no pack of ``packs`` has it."""
-    family, _, rest = template_id.rpartition("/")
+    family, _, rest = recorded.rpartition("/")
     pack = next((p for p in packs if p.family == (family or "base")), None)
     qtype, _, tail = rest.partition(":")
     key, _, index = tail.rpartition(":")

@@ -38,7 +38,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from apps.livestream.phrasings import PACK_SETS, PhrasingPack
+from apps.livestream.phrasings import PACK_SETS, PhrasingPack, template_id
 
 # The vocabulary lives in apps.livestream.vocab; the `noqa: F401` names are re-exported for
 # apps.livestream.agent, which imports them from here.
@@ -542,10 +542,6 @@ def _fact(product: _Product, name: str) -> str:
     return f"{product.item.item_id}.{name}"
 
 
-def _template_id(pack: PhrasingPack, qtype: str, key: str, index: int) -> str:
-    return f"{qtype}:{key}:{index}" if pack.family == "base" else f"{pack.family}/{qtype}:{key}:{index}"
-
-
 def _price_or_stock_draft(rng: random.Random, ref: _Ref, key: str, pack: PhrasingPack) -> _Draft:
     item = ref.product.item
     assert item.price is not None and item.stock is not None, "generated items always have price and stock"
@@ -558,7 +554,7 @@ def _price_or_stock_draft(rng: random.Random, ref: _Ref, key: str, pack: Phrasin
         answer = rng.choice(STOCK_A).format(n=item.stock) if item.stock > 0 else STOCK_SOLD_OUT_A
         facts = [_fact(ref.product, "stock")]
     return _Draft("question", _say(rng, template, ref=ref.text), answer, facts,
-                  template=_template_id(pack, key, key, index))
+                  template=template_id(pack, key, key, index))
 
 
 def _probe(rng: random.Random, values: list[str], pool: tuple[str, ...]) -> str:
@@ -598,7 +594,7 @@ def _attribute_draft(rng: random.Random, ref: _Ref, key: str, pack: PhrasingPack
     else:
         raise _NoWording
     text = _say(rng, template, ref=ref.text, probe=probe, x=probe)
-    return _Draft("question", text, answer, [_fact(product, key)], template=_template_id(pack, qtype, key, index),
+    return _Draft("question", text, answer, [_fact(product, key)], template=template_id(pack, qtype, key, index),
                   probe=probe)
 
 
@@ -654,7 +650,7 @@ def _comparison_draft(
     text = _say(rng, questions[index], a=a_text, b=b_ref.text)
     return _Draft(
         "comparison", text, answer, [_fact(a, key), _fact(b, key)], [a.item.item_id, b.item.item_id],
-        template=_template_id(pack, "comparison", key, index), reference=first.kind, other_reference=b_ref.kind,
+        template=template_id(pack, "comparison", key, index), reference=first.kind, other_reference=b_ref.kind,
     )
 
 
@@ -668,10 +664,10 @@ def _unanswerable_draft(rng: random.Random, ref: _Ref, pack: PhrasingPack) -> _D
         key = rng.choice(absent)
         group = "value" if pack.slot(f"value.{key}") else "bool"
         index, template = _pick(rng, pack.slot(f"{group}.{key}"), ref)
-        name = _template_id(pack, "unanswerable", key, index)
+        name = template_id(pack, "unanswerable", key, index)
     else:
         index, template = _pick(rng, pack.unanswerable, ref)
-        name = _template_id(pack, "unanswerable", "generic", index)
+        name = template_id(pack, "unanswerable", "generic", index)
     text = _say(rng, template, ref=ref.text)
     return _Draft("unanswerable", text, "", [], [ref.product.item.item_id], template=name, reference=ref.kind)
 
@@ -681,7 +677,7 @@ def _off_topic_draft(rng: random.Random, stream: Stream, pack: PhrasingPack) -> 
         raise _NoWording
     index = rng.randrange(len(pack.off_topic))
     text = _say(rng, pack.off_topic[index], host=stream.host)
-    return _Draft("off_topic", text, "", template=_template_id(pack, "off_topic", "generic", index))
+    return _Draft("off_topic", text, "", template=template_id(pack, "off_topic", "generic", index))
 
 
 def _make_draft(

@@ -76,7 +76,7 @@ def test_no_twin_without_a_fact_list_or_for_other_kinds() -> None:
 
 
 def test_pack_template_finds_each_kind_of_template_id() -> None:
-    from apps.livestream.phrasings import PhrasingPack, pack_template
+    from apps.livestream.phrasings import PhrasingPack, pack_template, template_id
 
     pack = PhrasingPack(family="x-en", lang="en", price=["px {ref}", "how much"], off_topic=["hi {host}"],
                         value={"brand": ["who makes {ref}", "brand?"]}, bool={"vegan": ["vegan {ref}?"]},
@@ -87,6 +87,7 @@ def test_pack_template_finds_each_kind_of_template_id() -> None:
     assert pack_template(packs, "x-en/unanswerable:vegan:0") == "vegan {ref}?"  # asked of a product without it
     assert pack_template(packs, "x-en/unanswerable:generic:0") == "reviews {ref}?"
     assert pack_template(packs, "x-en/off_topic:generic:0") == "hi {host}"
+    assert pack_template(packs, template_id(pack, "value", "brand", 0)) == "who makes {ref}"  # the world's ids
     for missing in ("x-en/value:brand:2", "y-en/price:price:0", "x-en/price:price", "price:price:0", ""):
         assert pack_template(packs, missing) is None, missing
 
