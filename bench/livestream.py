@@ -46,6 +46,7 @@ from apps.livestream.world import (  # noqa: E402
     DEV2_DIR,
     DEV3_DIR,
     DEV4_DIR,
+    DEV5_DIR,
     DEV_DIR,
     HELDOUT2_DIR,
     HELDOUT_DIR,
@@ -119,7 +120,7 @@ def main() -> None:
     ap.add_argument("--world", type=Path, default=None, help="a livestream world (default: generate one)")
     ap.add_argument("--quick", action="store_true", help="the first 300 questions of each set")
     ap.add_argument("--sets", default=None, help="comma-separated subset of: train, dev, dev2, dev3, dev4, "
-                    "held-out, held-out2 (default all)")
+                    "dev5, held-out, held-out2 (default all)")
     ap.add_argument("--out", type=Path, default=ROOT / "bench/results/livestream.json")
     args = ap.parse_args()
     world = args.world
@@ -130,14 +131,15 @@ def main() -> None:
     sets = {"train wordings": world / TASKS_FILE, "dev wordings": world / DEV_DIR / TASKS_FILE,
             "dev2 wordings": world / DEV2_DIR / TASKS_FILE,
             "dev3 wordings": world / DEV3_DIR / TASKS_FILE, "dev4 wordings": world / DEV4_DIR / TASKS_FILE,
+            "dev5 wordings": world / DEV5_DIR / TASKS_FILE,
             "held-out wordings": world / HELDOUT_DIR / TASKS_FILE,
             "held-out2 wordings": world / HELDOUT2_DIR / TASKS_FILE}
     if args.sets:
         wanted = {w.strip() for w in args.sets.split(",")}
         unknown = wanted - {name.removesuffix(" wordings") for name in sets}
         if unknown:
-            sys.exit(f"--sets: unknown {', '.join(sorted(unknown))} (train, dev, dev2, dev3, dev4, held-out, "
-                     "held-out2)")
+            sys.exit(f"--sets: unknown {', '.join(sorted(unknown))} (train, dev, dev2, dev3, dev4, dev5, "
+                     "held-out, held-out2)")
         sets = {name: path for name, path in sets.items() if name.removesuffix(" wordings") in wanted}
     if not (world / TASKS_FILE).is_file():
         sys.exit(f"{world}: no {TASKS_FILE}; generate it with `sidekick world livestream --out {world}`")

@@ -41,9 +41,9 @@ from apps.livestream.world import (
     Stream,
     render_fact,
 )
-from harness.agent import AppSpec, Final, TurnContext
+from harness.agent import AppSpec, Final, ReplyFrame, TurnContext
 from harness.catalog import AttributeValue, Catalog, Item
-from harness.protocol import Tool, ToolError, ToolRegistry
+from harness.protocol import Tool, ToolError, ToolRegistry, render_call
 from infra.layout import CATALOG_FILE
 from infra.recordio import read_records
 
@@ -65,7 +65,8 @@ If the fact sheet does not say, answer that you are not sure. If the question is
 are not sure and can only help with the products on this stream."""
 """The prompt of the tool protocol (schemas listed; the model calls product_facts, then respond with its answer):
 what a model trained to use the tools itself is served with, ``dataclasses.replace(spec,
-system_prompt=SYSTEM_PROMPT, prompt_tools=True)``. The app serves the compact protocol's prompt below."""
+system_prompt=SYSTEM_PROMPT, prompt_tools=True, reply_frame=None)``. The app serves the compact protocol's prompt
+below."""
 
 ANSWER_PROMPT = (
     "You answer livestream viewers from the products' fact sheets. Answer with one call: answer (item: \"this\" "
@@ -76,6 +77,12 @@ ANSWER_PROMPT = (
 """The served prompt of the compact protocol (``AppSpec.prompt_tools`` False): the model writes which product
 and which fact, :func:`answer` renders the reply from the fact sheet (so it states only facts that exist and
 cites them) and the tool schemas (~1,000 tokens) stay out of every prompt."""
+_CALL = render_call("answer", {"item": "this", "fact": "price"})
+ANSWER_FRAME = ReplyFrame(
+    start=_CALL[:_CALL.index('item"')], stop="}}", end=_CALL[_CALL.rindex("}}") + 2:],
+    probes=('item": "this", "fact": "price"}}', 'fact": "chat"}}'))
+"""The compact protocol's reply frame: every reply is ``<tool_call>\\n{"name": "answer", "arguments": {"`` + the
+arguments + ``}}`` + ``\\n</tool_call>``; the model writes only the arguments (:class:`harness.agent.ReplyFrame`)."""
 UNKNOWN, CHAT = "unknown", "chat"
 """``answer``'s facts for a question no fact sheet answers and for a message not about the products."""
 
@@ -304,7 +311,7 @@ def livestream_app(world: Path | str | None = None, *, catalog: Catalog | None =
         fallback=fallback, resources=LivestreamResources(by_id, facts), prompt_tools=False,
         listing=functools.cache(lambda: stream_listing(by_id, catalog)),  # streams never change while served
         default_budget_ms=budget_ms, max_steps=max_steps, require_stock=False, turn_note=turn_note,
-        first_answer=sure_answer if reader_first else None,
+        first_answer=sure_answer if reader_first else None, reply_frame=ANSWER_FRAME,
     )
 
 

@@ -81,6 +81,7 @@ DEV_DIR = HERE / "dev"
 DEV2_DIR = HERE / "dev2"
 DEV3_DIR = HERE / "dev3"
 DEV4_DIR = HERE / "dev4"
+DEV5_DIR = HERE / "dev5"
 HELDOUT2_DIR = HERE / "heldout2"
 VALUE_KEYS = tuple(sorted(VALUE_Q))
 BOOL_KEYS = tuple(sorted(BOOL_Q))
@@ -271,6 +272,15 @@ def dev4_packs() -> tuple[PhrasingPack, ...]:
 
 
 @cache
+def dev5_packs() -> tuple[PhrasingPack, ...]:
+    """Every pack in ``apps/livestream/phrasings/dev5/``: a seventh outside author's families (2026-12-06, Irish,
+    Filipino and sceptical English, Colombian Spanish, Bavarian German, West African French), written as more
+    training wordings for the livestream student with many chit-chat lines and questions no fact sheet answers;
+    the reader was never tuned on them."""
+    return tuple(load_packs([DEV5_DIR] if DEV5_DIR.is_dir() else []))
+
+
+@cache
 def heldout_packs() -> tuple[PhrasingPack, ...]:
     """Every pack in ``apps/livestream/phrasings/heldout/`` (none of them is ever trained on)."""
     return tuple(load_packs([HELDOUT_DIR] if HELDOUT_DIR.is_dir() else []))
@@ -286,7 +296,7 @@ def heldout2_packs() -> tuple[PhrasingPack, ...]:
 
 PACK_SETS: dict[str, Callable[[], tuple[PhrasingPack, ...]]] = {
     "train": train_packs, "dev": dev_packs, "dev2": dev2_packs, "dev3": dev3_packs, "dev4": dev4_packs,
-    "heldout": heldout_packs, "heldout2": heldout2_packs}
+    "dev5": dev5_packs, "heldout": heldout_packs, "heldout2": heldout2_packs}
 """Each question set of a livestream world -> the families that word it."""
 
 
@@ -334,7 +344,7 @@ def main() -> None:
     print(f"held-out templates also in a training family: {len(shared)}")
     for family, t in shared[:20]:
         print(f"  {family}: {t!r}")
-    shared_dev = [p.family for p in (*dev_packs(), *dev2_packs(), *dev3_packs(), *dev4_packs())
+    shared_dev = [p.family for p in (*dev_packs(), *dev2_packs(), *dev3_packs(), *dev4_packs(), *dev5_packs())
                   for _, _, t in p.templates()
                   if template_key(t) in train]
     print(f"dev templates also in a training family: {len(shared_dev)}")

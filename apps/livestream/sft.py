@@ -70,9 +70,9 @@ def note_twins(task: Task, user: list[dict[str, Any]],
 
 SOURCE = AnswerKeySft(ANSWER_PROMPT, env, task_call, note_twins)
 
-STUDENT_SETS = ("train", "dev", "dev2", "dev4")
+STUDENT_SETS = ("train", "dev", "dev2", "dev4", "dev5")
 """The sets a student trains on by default: the training wordings, the two sets the reader was tuned on and the
-fifth author's (:func:`apps.livestream.phrasings.dev4_packs`)."""
+fifth and seventh authors' (:func:`apps.livestream.phrasings.dev4_packs`, :func:`~.dev5_packs`)."""
 APART_SETS = ("dev3", "heldout", "heldout2")
 """The sets a student is measured on: no training question may share a wording with them."""
 

@@ -109,13 +109,17 @@ DEV3_DIR = "dev3"
 DEV4_DIR = "dev4"
 """``<world>/dev4/tasks.jsonl``: questions worded by a fifth outside author's families, written as more training
 wordings for a student model (the reader was never tuned on them)."""
+DEV5_DIR = "dev5"
+"""``<world>/dev5/tasks.jsonl``: questions worded by a seventh outside author's families (2026-12-06), more training
+wordings for a student model, heavy on chit-chat and on questions no fact sheet answers (the reader was never tuned
+on them)."""
 HELDOUT2_DIR = "heldout2"
 """``<world>/heldout2/tasks.jsonl``: questions worded by a sixth outside author's families (2026-12-06), a second
 held-out set: never tuned or trained on, scored once per agent."""
 _SETS = {"train": ("questions", "q"), "dev": ("dev", "d"), "dev2": ("dev2", "e"), "dev3": ("dev3", "f"),
-         "dev4": ("dev4", "g"), "heldout": ("heldout", "h"), "heldout2": ("heldout2", "i")}
+         "dev4": ("dev4", "g"), "dev5": ("dev5", "j"), "heldout": ("heldout", "h"), "heldout2": ("heldout2", "i")}
 _SET_DIRS = {"heldout": HELDOUT_DIR, "dev": DEV_DIR, "dev2": DEV2_DIR, "dev3": DEV3_DIR, "dev4": DEV4_DIR,
-             "heldout2": HELDOUT2_DIR}
+             "dev5": DEV5_DIR, "heldout2": HELDOUT2_DIR}
 """Every set but the training questions -> its directory in the world (``<dir>/tasks.jsonl``)."""
 TASK_KINDS = ("question", "comparison", "unanswerable", "off_topic")
 SPECIAL_FACTS = ("price", "stock")
@@ -145,8 +149,8 @@ class LivestreamWorldConfig(BaseModel):
     heldout_questions: int = Field(
         default=600, ge=0, description="Questions worded only by the held-out phrasing families "
         "(apps/livestream/phrasings/heldout/), written to heldout/tasks.jsonl for evaluation, and as many worded "
-        "by each set of development families to dev/, dev2/, dev3/ and dev4/tasks.jsonl and by the second held-out "
-        "families to heldout2/tasks.jsonl. Default 600.",
+        "by each set of development families to dev/, dev2/, dev3/, dev4/ and dev5/tasks.jsonl and by the second "
+        "held-out families to heldout2/tasks.jsonl. Default 600.",
     )
     off_topic_fraction: float = Field(
         default=0.1, ge=0, le=1, description="Share of questions not about the products (chit-chat)."
@@ -771,7 +775,7 @@ def _ask_questions(
 ) -> list[_Asked]:
     """All viewer questions in time order, with task ids ``ls-q-000001``… worded by the training families,
     or the development (``which="dev"``, ``ls-d-…``; ``"dev2"``, ``ls-e-…``; ``"dev3"``, ``ls-f-…``; ``"dev4"``,
-    ``ls-g-…``) or
+    ``ls-g-…``; ``"dev5"``, ``ls-j-…``) or
     held-out (``"heldout"``, ``ls-h-…``; ``"heldout2"``, ``ls-i-…``) questions worded by those families only."""
     name, prefix = _SETS[which]
     rng = random.Random(f"livestream:{config.seed}:{name}")

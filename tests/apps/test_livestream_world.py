@@ -345,7 +345,7 @@ def test_progress_counts_every_record(tmp_path: Path) -> None:
     calls: list[int] = []
     config = TINY.model_copy(update={"questions": 50, "streams": 2})
     counts = generate_livestream_world(config, tmp_path, calls.append)
-    sets = ("heldout", "dev", "dev2", "dev3", "dev4", "heldout2")
+    sets = ("heldout", "dev", "dev2", "dev3", "dev4", "dev5", "heldout2")
     assert sum(calls) == counts["items"] + counts["streams"] + counts["tasks"] + counts["sessions"] + \
         sum(counts[f"{s}_tasks"] for s in sets) and all(counts[f"{s}_tasks"] == 600 for s in sets)
 

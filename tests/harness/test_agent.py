@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from harness.agent import AgentLoop, AppSpec, Final, ModelAccess, TurnContext, render_ids
+from harness.agent import AgentLoop, AppSpec, Final, ModelAccess, ReplyFrame, TurnContext, frame_tokens, render_ids
 from harness.budget import Budget
 from harness.catalog import Catalog, Item
 from harness.env import AppEnv, Episode, Reward
@@ -275,3 +275,91 @@ def test_sids_written_as_text_are_grounded_items_and_cut_from_the_reply(scripted
     assert stray.degraded and stray.reason == "empty_reply" and "tool_call" not in stray.final.reply
     broken = loop.run_turn(SessionState(app="shopping"), "a lamp")  # a call's broken JSON as text: no answer
     assert broken.degraded and broken.reason == "empty_reply" and "name" not in broken.final.reply
+
+
+# ------------------------------------------------------------------------------------------------ the reply frame
+class _PieceTokenizer:
+    """Greedy longest match over a fixed list of pieces (ids = their index), so token boundaries are hand-known."""
+
+    def __init__(self, pieces: list[str]) -> None:
+        self.pieces = pieces
+
+    def __call__(self, text: str, add_special_tokens: bool = False) -> dict[str, list[int]]:
+        ids, i = [], 0
+        while i < len(text):
+            k = max((k for k, p in enumerate(self.pieces) if text.startswith(p, i)), key=lambda k: len(self.pieces[k]))
+            ids.append(k)
+            i += len(self.pieces[k])
+        return {"input_ids": ids}
+
+    def decode(self, ids: list[int], skip_special_tokens: bool = False) -> str:
+        return "".join(self.pieces[i] for i in ids)
+
+
+PIECES = ["<", "call", ">", "{", '"', "a", "b", "}", "}}", '{"a', ": ", "x", "y", "/"]
+
+
+def test_frame_tokens_force_the_start_only_up_to_a_boundary_every_reply_shares() -> None:
+    tok = _PieceTokenizer(PIECES)
+    frame = ReplyFrame(start='<call>{"', stop="}}", end="</call>", probes=('a": x}}', 'b": y}}'))
+    # '<call>{"' alone is < call > { " (ids 0 1 2 3 4); followed by 'a' the tokenizer writes '{"a' (id 9) instead,
+    # so only '<call>' (ids 0 1 2) is a prefix of every reply's tokens
+    ft = frame_tokens(tok, frame)
+    assert ft.ids == [0, 1, 2] and ft.text == "<call>"
+    assert ft.end_ids == [0, 13, 1, 2] and ft.stop == "}}"
+    # without the probe that merges, the whole start is forced
+    whole = frame_tokens(tok, ReplyFrame(start='<call>{"', stop="}}", probes=('b": y}}',)))
+    assert whole.ids == [0, 1, 2, 3, 4] and whole.text == '<call>{"'
+
+
+class _FrameEngine:
+    """Writes a fixed continuation after the prompt and stops at the stop string as a real engine does."""
+
+    def __init__(self, tokenizer: Any, continuation: str) -> None:
+        self.tokenizer, self.continuation = tokenizer, continuation
+        self.calls: list[Any] = []
+        self.tokens_per_second = None
+
+    def generate(self, requests: list[Any]) -> list[list[Any]]:
+        from infra.engines.base import Completion
+
+        self.calls += requests
+        out = []
+        for r in requests:
+            stop = r.params.stop[0] if r.params.stop else None
+            text = self.continuation
+            reason = "eos"
+            if stop is not None and stop in text:
+                text, reason = text[:text.index(stop)], "stop"
+            ids = self.tokenizer(self.continuation[:len(text) + (len(stop) if reason == "stop" and stop else 0)]
+                                 )["input_ids"]
+            out.append([Completion(request_id=r.request_id, index=0, token_ids=ids, text=text,
+                                   logprobs=[0.0] * len(ids), finish_reason=reason, prompt_tokens=len(r.prompt),
+                                   latency_ms=1.0, weights_version=0)])
+        return out
+
+
+def test_a_framed_reply_is_read_whole_and_its_closing_kept_in_the_token_context(chat_tokenizer: Any) -> None:
+    import dataclasses
+
+    start = render_call("respond", {"text": "x"})[:render_call("respond", {"text": "x"}).index('text"')]
+    frame = ReplyFrame(start=start, stop="}}", end="\n</tool_call>", probes=('text": "hi"}}',))
+    app = dataclasses.replace(make_app(), reply_frame=frame)
+    engine = _FrameEngine(chat_tokenizer, 'text": "ok then", "item_ids": ["a"]}}\n</tool_call>')
+    loop = AgentLoop(app, ModelAccess(engine=engine, tokenizer=chat_tokenizer))  # type: ignore[arg-type]
+    session = SessionState(app="shopping")
+    result = loop.run_turn(session, "anything")
+    assert not result.degraded and result.final.reply == "ok then" and result.final.item_ids == ["a"]
+    request = engine.calls[0]
+    forced = frame_tokens(chat_tokenizer, frame).ids
+    assert forced and request.prompt[-len(forced):] == forced  # the opening is in the prompt, not generated
+    assert request.params.stop == ("}}",)
+    # the session's token context: prompt (with the opening) + what was generated + the closing the model never
+    # wrote + eos, so the next turn's prompt holds the whole call
+    context = session.context
+    assert context is not None
+    closing = chat_tokenizer("\n</tool_call>", add_special_tokens=False)["input_ids"]
+    assert context.ids[-len(closing) - 1:-1] == closing and context.ids[-1] == chat_tokenizer.eos_token_id
+    # an empty completion stays an empty reply (the fallback answers), not a broken call
+    empty = AgentLoop(app, ModelAccess(engine=_FrameEngine(chat_tokenizer, ""), tokenizer=chat_tokenizer))  # type: ignore[arg-type]
+    assert empty.run_turn(SessionState(app="shopping"), "anything").reason == "empty_reply"

@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Sequence
 from pathlib import Path
@@ -243,7 +244,8 @@ class _Engine:
 def test_scripted_model_reads_facts_then_responds_through_the_loop(app: AppSpec) -> None:
     engine = _Engine([render_call("product_facts", {"keys": ["price"]}),
                       render_call("respond", {"answer": "$89.99 right now.", "cited_facts": [f"{HEADPHONES}.price"]})])
-    app = livestream_app(catalog=app.catalog, streams=app.resources.streams.values(), reader_first=False)
+    app = dataclasses.replace(livestream_app(catalog=app.catalog, streams=app.resources.streams.values(),
+                                             reader_first=False), reply_frame=None)  # the tool protocol's calls
     loop = AgentLoop(app, ModelAccess(engine=engine, tokenizer=_Tokenizer()))  # type: ignore[arg-type]
     session = SessionState(app="livestream")
     result = loop.run_turn(session, "price??", constraints={"stream_id": "stream-t", "ts_offset_s": 400})

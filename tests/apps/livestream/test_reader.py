@@ -17,6 +17,7 @@ from apps.livestream.phrasings import (
     dev2_packs,
     dev3_packs,
     dev4_packs,
+    dev5_packs,
     dev_packs,
     heldout2_packs,
     heldout_packs,
@@ -186,6 +187,10 @@ def test_shipped_packs_load_and_held_out_wordings_are_not_trained_on() -> None:
     student = dev4_packs()
     assert {p.lang for p in student} >= langs and all(len(p.off_topic) >= 40 for p in student)
     assert not {p.family for p in student} & {p.family for p in (*train, *held, *dev)}
+    # the seventh author's families: more training wordings, heavy on chit-chat and on what no sheet says
+    more = dev5_packs()
+    assert {p.lang for p in more} >= langs and all(len(p.off_topic) >= 60 and len(p.unanswerable) >= 40 for p in more)
+    assert not {p.family for p in more} & {p.family for p in (*train, *held, *dev, *student)}
     # the second held-out set: a sixth author's, worded like no training family and like no other set
     held2 = heldout2_packs()
     assert {p.lang for p in held2} >= langs

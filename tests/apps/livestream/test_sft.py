@@ -108,7 +108,7 @@ def test_student_tasks_leave_out_wordings_of_the_measured_sets(tmp_path: Path) -
     with pytest.raises(ValueError, match="both trained on and measured"):
         student_tasks(tmp_path, ["dev", "heldout"])
     with pytest.raises(ValueError, match="unknown question set"):
-        student_tasks(tmp_path, ["dev5"])
+        student_tasks(tmp_path, ["dev9"])
     with pytest.raises(FileNotFoundError, match="no dev2 questions"):
         student_tasks(tmp_path, ["dev", "dev2"])
     (tmp_path / "dev" / "tasks.jsonl").write_text(_task("t", "question", "dev-de/value:shipping_days:999")
