@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import re
 import threading
 from collections import Counter
@@ -200,11 +199,6 @@ class AppSpec:
     """What the request tells the model beside the user's words (livestream: the product on screen and the facts its
     sheet has), kept as the user message's ``"note"`` and shown to the model after the words (:func:`for_model`);
     the fallback, the session's text and the reward read the words alone. None = no note."""
-    min_confidence: float | None = None
-    """The least probability the model may have given a token of its reply for the reply to stand; below it the
-    fallback answers the turn (degraded, reason ``"unsure"``). Greedy decoding only, and only while the loop's
-    ``confidence_gate`` is on (RL rollouts turn it off: a sampled token's probability is no measure of doubt, and
-    the policy must be scored on its own answers). None = every reply stands."""
     reply_frame: ReplyFrame | None = None
     """The text every model reply opens and closes with, when the protocol is one call of one tool (livestream's
     ``answer``): forced into the prompt and appended instead of generated (:class:`ReplyFrame`). None = the model
@@ -306,9 +300,6 @@ class LoopConfig:
     salvage_calls: bool = True
     """Run what a broken tool call still says (:func:`harness.protocol.salvage_call`; still counted as a parse
     error). RL rollouts turn it off: a policy must not be rewarded for broken calls."""
-    confidence_gate: bool = True
-    """Hand a greedy reply the model was unsure of to the fallback (:attr:`AppSpec.min_confidence`). RL rollouts
-    turn it off."""
 
 
 def for_model(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -548,9 +539,6 @@ class TurnRun:
         if completion.finish_reason == "abort":  # the engine stopped it: out of time, or the server cancelled
             self._stop("budget")
             return True
-        if self._unsure(completion):  # the model doubted a token of its reply: the fallback answers
-            self._stop("unsure")
-            return True
         frame, self._framed = self._framed, None
         text, closing = completion.text, []
         if frame is not None and text.strip() and not text.startswith(frame.text):  # the reply as the model would
@@ -593,13 +581,6 @@ class TurnRun:
         result.trace = session.messages[self._start:]
         result.latency_ms = self.budget.elapsed_ms()
         return result
-
-    def _unsure(self, completion: Completion) -> bool:
-        """Whether a greedy completion holds a token the model gave less than the app's ``min_confidence``."""
-        floor, cfg = self.loop.app.min_confidence, self.loop.config
-        if floor is None or not cfg.confidence_gate or cfg.temperature > 0 or not completion.logprobs:
-            return False
-        return min(completion.logprobs) < math.log(floor)
 
     def _stop(self, reason: str) -> GenerationRequest | None:
         """End the turn without another model call (``finish`` then answers from the fallback): always None."""

@@ -364,21 +364,3 @@ def test_a_framed_reply_is_read_whole_and_its_closing_kept_in_the_token_context(
     empty = AgentLoop(app, ModelAccess(engine=_FrameEngine(chat_tokenizer, ""), tokenizer=chat_tokenizer))  # type: ignore[arg-type]
     assert empty.run_turn(SessionState(app="shopping"), "anything").reason == "empty_reply"
 
-
-def test_a_greedy_reply_the_model_doubted_goes_to_the_fallback(scripted: Any) -> None:
-    import dataclasses
-
-    from harness.agent import LoopConfig
-
-    reply = render_call("respond", {"text": "the a", "item_ids": ["a"]})  # scripted tokens have log-prob -1 (p 0.37)
-    def run(floor: float | None, **config: Any) -> Any:
-        engine = scripted([reply])
-        app = dataclasses.replace(make_app(), min_confidence=floor)
-        loop = AgentLoop(app, ModelAccess(engine=engine, tokenizer=engine.tokenizer), config=LoopConfig(**config))
-        return loop.run_turn(SessionState(app="shopping"), "anything")
-
-    doubted = run(0.5)
-    assert doubted.degraded and doubted.reason == "unsure" and doubted.final.reply == "fallback (unsure)"
-    assert len(doubted.model_calls) == 1  # the model was asked once; its reply did not stand
-    for kept in (run(0.3), run(None), run(0.5, temperature=0.7), run(0.5, confidence_gate=False)):
-        assert not kept.degraded and kept.final.reply == "the a"

@@ -66,7 +66,7 @@ class EpisodeJob:
 def loop_config(settings: RolloutSettings, seed: int) -> LoopConfig:
     """The agent loop's knobs for one rollout episode (sampling seeded per episode; each call derives its own)."""
     return LoopConfig(max_new_tokens=settings.max_new_tokens, temperature=settings.temperature, top_p=settings.top_p,
-                      seed=seed, min_new_tokens=1, salvage_calls=False, confidence_gate=False,
+                      seed=seed, min_new_tokens=1, salvage_calls=False,
                       max_prompt_tokens=max(16, settings.max_seq_len - settings.max_new_tokens))
 
 
