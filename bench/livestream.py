@@ -42,17 +42,7 @@ from apps.livestream.agent import fact_value, livestream_app  # noqa: E402
 from apps.livestream.env import fact_mentioned, request_constraints, reward  # noqa: E402
 from apps.livestream.phrasings import PACK_SETS  # noqa: E402
 from apps.livestream.reader import Reader  # noqa: E402
-from apps.livestream.world import (  # noqa: E402
-    DEV2_DIR,
-    DEV3_DIR,
-    DEV4_DIR,
-    DEV5_DIR,
-    DEV_DIR,
-    HELDOUT2_DIR,
-    HELDOUT_DIR,
-    LivestreamWorldConfig,
-    generate_livestream_world,
-)
+from apps.livestream.world import LivestreamWorldConfig, generate_livestream_world, set_tasks  # noqa: E402
 from bench.common import wilson  # noqa: E402
 from harness.agent import AppSpec, TurnContext  # noqa: E402
 from harness.budget import Budget  # noqa: E402
@@ -115,12 +105,17 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
             "ms_p50": round(pick(ms, 0.5), 3), "ms_p95": round(pick(ms, 0.95), 3)}
 
 
+def _shown(which: str) -> str:
+    """A question set as the tables and ``--sets`` name it (``heldout2`` -> ``held-out2``)."""
+    return which.replace("heldout", "held-out")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--world", type=Path, default=None, help="a livestream world (default: generate one)")
     ap.add_argument("--quick", action="store_true", help="the first 300 questions of each set")
-    ap.add_argument("--sets", default=None, help="comma-separated subset of: train, dev, dev2, dev3, dev4, "
-                    "dev5, held-out, held-out2 (default all)")
+    ap.add_argument("--sets", default=None, help=f"comma-separated subset of: {', '.join(map(_shown, PACK_SETS))} "
+                    "(default all)")
     ap.add_argument("--out", type=Path, default=ROOT / "bench/results/livestream.json")
     args = ap.parse_args()
     world = args.world
@@ -128,25 +123,19 @@ def main() -> None:
         world = ROOT / "bench/results/livestream-world"
         print(f"generating the default livestream world in {world}", flush=True)
         generate_livestream_world(LivestreamWorldConfig(), world)
-    sets = {"train wordings": world / TASKS_FILE, "dev wordings": world / DEV_DIR / TASKS_FILE,
-            "dev2 wordings": world / DEV2_DIR / TASKS_FILE,
-            "dev3 wordings": world / DEV3_DIR / TASKS_FILE, "dev4 wordings": world / DEV4_DIR / TASKS_FILE,
-            "dev5 wordings": world / DEV5_DIR / TASKS_FILE,
-            "held-out wordings": world / HELDOUT_DIR / TASKS_FILE,
-            "held-out2 wordings": world / HELDOUT2_DIR / TASKS_FILE}
+    sets = {f"{_shown(which)} wordings": set_tasks(world, which) for which in PACK_SETS}
     if args.sets:
         wanted = {w.strip() for w in args.sets.split(",")}
         unknown = wanted - {name.removesuffix(" wordings") for name in sets}
         if unknown:
-            sys.exit(f"--sets: unknown {', '.join(sorted(unknown))} (train, dev, dev2, dev3, dev4, dev5, "
-                     "held-out, held-out2)")
+            sys.exit(f"--sets: unknown {', '.join(sorted(unknown))} ({', '.join(map(_shown, PACK_SETS))})")
         sets = {name: path for name, path in sets.items() if name.removesuffix(" wordings") in wanted}
     if not (world / TASKS_FILE).is_file():
         sys.exit(f"{world}: no {TASKS_FILE}; generate it with `sidekick world livestream --out {world}`")
     for name in [name for name, path in sets.items() if not path.is_file()]:
         print(f"{name}: no {sets.pop(name)} (no such packs shipped, or a world generated before them: regenerate it)")
     spec = livestream_app(world)
-    names = {k.replace("heldout", "held-out"): ", ".join(p.family for p in packs()) for k, packs in PACK_SETS.items()}
+    names = {_shown(k): ", ".join(p.family for p in packs()) for k, packs in PACK_SETS.items()}
     print("families: " + "; ".join(f"{k} {v}" for k, v in names.items()))
     result: dict[str, Any] = {"world": str(world), "quick": args.quick, "sets": {}}
     for set_name, path in sets.items():

@@ -27,13 +27,13 @@ sys.path.insert(0, str(ROOT))
 
 from apps.livestream.agent import livestream_app  # noqa: E402
 from apps.livestream.env import correctness, request_constraints  # noqa: E402
+from apps.livestream.world import set_tasks  # noqa: E402
 from bench.common import wilson  # noqa: E402
 from harness.agent import AgentLoop, AppSpec, ModelAccess, TurnResult  # noqa: E402
 from harness.agent_dir import agent_engine, load_agent  # noqa: E402
 from harness.budget import Budget  # noqa: E402
 from harness.session import SessionState  # noqa: E402
 from harness.tasks import Task  # noqa: E402
-from infra.layout import TASKS_FILE  # noqa: E402
 from infra.recordio import read_records  # noqa: E402
 
 BUDGET_MS = 600_000.0
@@ -84,13 +84,18 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--agent", type=Path, required=True, help="an agent directory that answers livestream questions")
     ap.add_argument("--world", type=Path, required=True, help="the livestream world its questions come from")
-    ap.add_argument("--set", default="heldout", help="question set: train or a set directory (heldout, dev3, ...)")
+    ap.add_argument("--set", default="heldout", help="question set: train, dev .. dev5, heldout, heldout2")
     ap.add_argument("--n", type=int, default=200, help="first N questions of the set (default 200)")
     ap.add_argument("--batch", type=int, default=8, help="questions per batch in the batched timing (default 8)")
     ap.add_argument("--quick", action="store_true", help="40 questions")
     ap.add_argument("--out", type=Path, default=ROOT / "bench/results/reply_frame.json")
     args = ap.parse_args()
-    path = args.world / (TASKS_FILE if args.set == "train" else f"{args.set}/{TASKS_FILE}")
+    if args.n < 1 or args.batch < 1:
+        ap.error("--n and --batch must be at least 1")
+    try:
+        path = set_tasks(args.world, args.set)
+    except ValueError as e:
+        ap.error(f"--set: {e}")
     if not path.is_file():
         sys.exit(f"{path}: no such question set (sidekick world livestream writes it)")
     tasks = read_records(path, Task)[0][:40 if args.quick else args.n]

@@ -344,7 +344,7 @@ def main() -> None:
     print(f"held-out templates also in a training family: {len(shared)}")
     for family, t in shared[:20]:
         print(f"  {family}: {t!r}")
-    shared_dev = [p.family for p in (*dev_packs(), *dev2_packs(), *dev3_packs(), *dev4_packs(), *dev5_packs())
+    shared_dev = [p.family for name, packs in PACK_SETS.items() if name.startswith("dev") for p in packs()
                   for _, _, t in p.templates()
                   if template_key(t) in train]
     print(f"dev templates also in a training family: {len(shared_dev)}")

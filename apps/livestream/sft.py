@@ -15,6 +15,7 @@ from apps.livestream.agent import ANSWER_PROMPT, UNKNOWN
 from apps.livestream.kit import env
 from apps.livestream.phrasings import PACK_SETS, pack_template, template_key
 from apps.livestream.plan import plan_call
+from apps.livestream.world import set_tasks
 from apps.teacher_sft import AnswerKeySft
 from harness.env import AppEnv
 from harness.tasks import Task
@@ -94,7 +95,7 @@ def student_tasks(world: Path, sets: Sequence[str] = STUDENT_SETS, apart: Sequen
     kept: list[Task] = []
     dropped: Counter[str] = Counter()
     for name in sets:
-        path = Path(world) / (TASKS_FILE if name == "train" else f"{name}/{TASKS_FILE}")
+        path = set_tasks(world, name)
         if not path.is_file():
             raise FileNotFoundError(f"{path}: no {name} questions (generate the world with its packs: "
                                     f"sidekick world livestream)")

@@ -121,6 +121,15 @@ _SETS = {"train": ("questions", "q"), "dev": ("dev", "d"), "dev2": ("dev2", "e")
 _SET_DIRS = {"heldout": HELDOUT_DIR, "dev": DEV_DIR, "dev2": DEV2_DIR, "dev3": DEV3_DIR, "dev4": DEV4_DIR,
              "dev5": DEV5_DIR, "heldout2": HELDOUT2_DIR}
 """Every set but the training questions -> its directory in the world (``<dir>/tasks.jsonl``)."""
+assert set(_SETS) == set(PACK_SETS) == {"train", *_SET_DIRS}, "a question set needs packs, a task-id prefix and a dir"
+
+
+def set_tasks(world: Path | str, which: str) -> Path:
+    """The tasks file of question set ``which`` (a key of :data:`apps.livestream.phrasings.PACK_SETS`) in a world:
+    ``tasks.jsonl`` for ``train``, ``<dir>/tasks.jsonl`` for the others; ValueError naming the sets otherwise."""
+    if which not in _SETS:
+        raise ValueError(f"unknown question set {which!r}; expected one of {', '.join(_SETS)}")
+    return Path(world) / (TASKS_FILE if which == "train" else f"{_SET_DIRS[which]}/{TASKS_FILE}")
 TASK_KINDS = ("question", "comparison", "unanswerable", "off_topic")
 SPECIAL_FACTS = ("price", "stock")
 """Fact names that refer to ``Item`` fields rather than to ``Item.attributes``."""

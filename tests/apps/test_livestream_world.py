@@ -36,6 +36,7 @@ from apps.livestream.world import (
     Stream,
     answer_facts,
     generate_livestream_world,
+    set_tasks,
 )
 from data_curation.records import Session
 from harness.catalog import AttributeValue, Catalog, Item
@@ -376,3 +377,11 @@ def test_default_config_counts(tmp_path: Path) -> None:
     assert counts["streams"] == 50 and counts["tasks"] == 2000
     assert counts["tasks_by_kind"] == {"question": 1300, "comparison": 300, "unanswerable": 200, "off_topic": 200}
     assert 50 * 6 <= counts["items"] <= 50 * 10
+
+
+def test_set_tasks_names_every_set_file_and_rejects_unknown_sets() -> None:
+    assert set_tasks("w", "train") == Path("w/tasks.jsonl")
+    assert set_tasks("w", "dev5") == Path("w/dev5/tasks.jsonl")
+    assert set_tasks(Path("w"), "heldout2") == Path("w/heldout2/tasks.jsonl")
+    with pytest.raises(ValueError, match=r"unknown question set 'dev9'.*heldout2"):
+        set_tasks("w", "dev9")
