@@ -585,6 +585,9 @@ def curate(
     keep_fraction: Annotated[float | None, typer.Option(help="Share of deduplicated sessions to keep (0-1].")] = None,
     names: Annotated[str | None, typer.Option(
         help="How person names are found: rules | lexicon | ner (default: the config's, ner).")] = None,
+    tagger: Annotated[bool | None, typer.Option(
+        "--tagger/--no-tagger", help="Also use the learned PII tagger (default: the config's anonymise.tagger; "
+        "trained once, about 5 minutes, on first use).")] = None,
     force: ForceOpt = False,
 ) -> None:
     """Anonymise, filter, deduplicate, select and split a world's logs (resumable; report.html in --out)."""
@@ -593,7 +596,7 @@ def curate(
 
     cfg = _config(CurateConfig, config, {}).with_overrides(
         key_file=key_file, new_key=new_key, certainty_file=certainty, keep_fraction=keep_fraction, workers=workers,
-        names=names)
+        names=names, tagger=tagger)
     if force:
         _prepare_out(out, force)
     with _progress(None, "curate") as advance:

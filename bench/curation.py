@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from data_curation.pii_eval import paired_recall_ci
+from data_curation.tagger import TRAIN_SETS
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -68,7 +69,8 @@ world, out, key, embedder, cache = Path(sys.argv[1]), Path(sys.argv[2]), Path(sy
 cfg = load_config(CurateConfig, Path("apps/shopping/curate.yaml"))
 data = cfg.model_dump()
 data["anonymise"]["key_file"] = key
-data["anonymise"]["names"] = sys.argv[6]
+names, _, tagger = sys.argv[6].partition("+")
+data["anonymise"].update(names=names, tagger=tagger == "tagger")
 data["select"].update(embedder=embedder, cache_dir=cache)
 cfg = CurateConfig.model_validate(data)
 peak = {"worker": 0, "total": 0}
@@ -146,13 +148,18 @@ from data_curation.config import DEFAULT_PHONE_REGIONS
 from data_curation.pii import Scrubber
 from data_curation.pii_eval import load_set, score
 convs = load_set(Path(sys.argv[1]))
-sc = Scrubber.configured(DEFAULT_PHONE_REGIONS, sys.argv[2])
+names, _, tagger = sys.argv[2].partition("+")
+sc = Scrubber.configured(DEFAULT_PHONE_REGIONS, names, tagger=tagger == "tagger")
 if sc.names.ner is not None:
     sc.names.ner.persons("warm up")  # loads the NER model outside the timing (the lexicon is loaded already)
+if sc.tagger is not None:
+    sc.tagger.spans("warm up")  # trains it on first use, loads it, outside the timing
 r = score(lambda turns: [d for _, d in sc.scrub_turns(turns)], convs)
 print(json.dumps({k: v for k, v in r.items() if k not in ("misses", "false_positives")}))  # per_conversation kept
 """
-NAME_MODES = ("rules", "lexicon", "ner")
+NAME_MODES = ("rules", "lexicon", "ner", "ner+tagger")
+"""``anonymise.names`` settings, and ``ner`` with ``anonymise.tagger`` on (scored only on sets the tagger did not
+learn from)."""
 
 
 def _fmt(v: float | None) -> str:
@@ -160,29 +167,30 @@ def _fmt(v: float | None) -> str:
 
 
 def _print_pii(label: str, sets: dict[str, dict[str, Any]]) -> None:
-    first = sets[NAME_MODES[0]]
+    modes = list(sets)
+    first = sets[modes[0]]
     print(f"\nPII on {label} ({first['conversations']} hand-written conversations, {first['texts']} texts): "
           "recall (typed recall) / precision per type")
-    print(f"{'type':<12}{'n':>5}" + "".join(f"{m:>26}" for m in NAME_MODES))
-    types = list(sets[NAME_MODES[-1]]["types"])
+    print(f"{'type':<12}{'n':>5}" + "".join(f"{m:>26}" for m in modes))
+    types = list(sets[modes[-1]]["types"])
     for t in types:
         cells = []
-        for m in NAME_MODES:
+        for m in modes:
             v = sets[m]["types"].get(t)
             cell = "-" if v is None else f"{_fmt(v['recall'])} ({_fmt(v['typed_recall'])}) / {_fmt(v['precision'])}"
             cells.append(cell)
-        n = sets[NAME_MODES[-1]]["types"][t]["labelled"]
+        n = sets[modes[-1]]["types"][t]["labelled"]
         print(f"{t:<12}{n:>5}" + "".join(f"{c:>26}" for c in cells))
-    tot = [sets[m]["total"] for m in NAME_MODES]
+    tot = [sets[m]["total"] for m in modes]
     overall = [_fmt(x["recall"]) + " / " + _fmt(x["precision"]) for x in tot]
     print(f"{'all':<12}{tot[0]['labelled']:>5}" + "".join(f"{c:>26}" for c in overall))
     print(f"{'keep':<12}{tot[0]['keep']:>5}" + "".join(f"{_fmt(x['keep_survival']):>26}" for x in tot)
           + "   (brands, products, colours, cities, POIs untouched)")
-    print(f"{'texts/s':<17}" + "".join(f"{sets[m]['texts_per_s']:>26,.0f}" for m in NAME_MODES))
-    best = sets[NAME_MODES[-1]]["per_conversation"]
-    for other in NAME_MODES[:-1]:
+    print(f"{'texts/s':<17}" + "".join(f"{sets[m]['texts_per_s']:>26,.0f}" for m in modes))
+    best = sets[modes[-1]]["per_conversation"]
+    for other in modes[:-1]:
         d, lo, hi = paired_recall_ci(best, sets[other]["per_conversation"])
-        print(f"recall {NAME_MODES[-1]} - {other}: {d:+.3f} (95 % paired bootstrap over conversations: "
+        print(f"recall {modes[-1]} - {other}: {d:+.3f} (95 % paired bootstrap over conversations: "
               f"[{lo:+.3f}, {hi:+.3f}])")
 
 
@@ -190,7 +198,7 @@ def _print(n: int, runs: dict[str, dict[str, Any]], base: dict[str, Any]) -> Non
     names = list(runs)
     first = runs[names[0]]
     print(f"\n{n:,} sessions; Sidekick with {first['workers']} workers (anonymise.names = "
-          f"{' / '.join(names)}), baseline in one process\n")
+          f"{' / '.join(names)}; +tagger: anonymise.tagger on), baseline in one process\n")
     print(f"{'':<34}" + "".join(f"{'sidekick ' + k:>18}" for k in names) + f"{'baseline':>14}")
     rows = [
         ("wall seconds", [f"{r['seconds']:.1f}" for r in runs.values()], f"{base['seconds']:.1f}"),
@@ -236,8 +244,9 @@ def main() -> None:
     sets = ROOT / "bench" / "pii_sets"
     held_out = [] if args.dev_only else [args.pii_set]
     for path in dict.fromkeys([*held_out, *sorted(sets.glob("dev*.jsonl"))]):
-        if path.is_file():
-            pii[path.name] = {m: _run(_PII_SET, str(path), m) for m in NAME_MODES}
+        if path.is_file():  # the tagger is not scored on the sets it learnt from
+            modes = [m for m in NAME_MODES if not (m.endswith("+tagger") and path.stem in TRAIN_SETS)]
+            pii[path.name] = {m: _run(_PII_SET, str(path), m) for m in modes}
     result: dict[str, Any] = {"created": time.strftime("%Y-%m-%dT%H:%M:%S"), "cpus": os.cpu_count(), "pii_sets": pii}
     if not args.pii_only:
         with tempfile.TemporaryDirectory() as tmp:
@@ -248,14 +257,14 @@ def main() -> None:
             print(f"generated {n:,} sessions in {gen['seconds']:.1f} s "
                   f"({(world / 'logs.jsonl').stat().st_size / 1e6:,.0f} MB of logs)")
             runs = {}
-            for mode in ("rules", "ner"):
+            for mode in ("rules", "ner", "ner+tagger"):
                 runs[mode] = _run(_SIDEKICK, str(world), f"{tmp}/curated-{mode}", str(key), args.embedder,
                                   f"{tmp}/cache-{mode}", mode)
             base = _run(_BASELINE, str(world), tmp + "/baseline")
         _print(n, runs, base)
         result.update(sessions=n, embedder=args.embedder, generate=gen, sidekick=runs, baseline=base)
-    for name, sets in pii.items():
-        _print_pii(name + (" (developed on)" if name.startswith("dev") else " (held out)"), sets)
+    for name, scores in pii.items():
+        _print_pii(name + (" (developed on)" if Path(name).stem in TRAIN_SETS else " (held out)"), scores)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2) + "\n")
     print(f"\nwrote {args.out}")

@@ -497,6 +497,53 @@ class NameFinder:
             return False
         return self.lexicon is None or (self.lexicon.is_name(tok.key) and not self.lexicon.is_place(tok.key))
 
+    def tagged(self, text: str, start: int, end: int) -> tuple[int, int] | None:
+        """A span the PII tagger (:mod:`data_curation.tagger`) calls a name, kept (trimmed to its name words) unless
+        what the precision rules know says otherwise: a product, brand or place context, a quotation, a brand
+        phrase around it ("Jack Daniel's", "Stan Smith"), a lone word that is a place, town or brand, or a
+        lower-case word that is nobody's name ("wurde", "siparişi": the tagger reads text lower-cased)."""
+        words = [_Tok(m.start() + start, m.end() + start, m.group()) for m in _TOKEN.finditer(text[start:end])]
+        words = [w for w in words if w.key not in _NOT_NAMES and not any(c.isdigit() for c in w.text)]
+        if not words or any(w.key in self.protected for w in words) or self._product_context(text, words) \
+                or self._quoted(text, words):
+            return None
+        lex = self.lexicon
+        if lex is not None:
+            if self._brand_around(text, words):
+                return None
+            if len(words) == 1 and (self._listed_with_place(text, words) or lex.is_place(words[0].key)
+                                    or lex.is_brand_or_town(words[0].key)):
+                return None
+            cased = [w for w in words if not w.caseless]  # Latin, Cyrillic, Greek… (not Han, Arabic, Hebrew)
+            if any(w.text.islower() and not lex.is_name(w.key) and w.key not in _PARTICLES for w in cased):
+                return None
+            if len(cased) == len(words) and not any(
+                    lex.is_name(w.key) or ("-" in w.key and any(lex.is_name(p) for p in w.key.split("-") if p))
+                    for w in cased):
+                return None  # a span of a cased script needs a word that is somebody's name ("Ακρόπολη" is not)
+        last = words[-1]
+        return words[0].start, last.end - (2 if last.text[-2:] in ("'s", "’s") else 0)
+
+    def _brand_around(self, text: str, run: list[_Tok]) -> bool:
+        """The run is part of a brand phrase with up to three words on either side ("Jack Daniel's Honey",
+        "Ben & Jerry's"): possessives are read with and without their 's."""
+        lex = self.lexicon
+        assert lex is not None
+        toks = [_Tok(m.start(), m.end(), m.group()) for m in _TOKEN.finditer(text, max(0, run[0].start - 60),
+                                                                              min(len(text), run[-1].end + 60))]
+        inside = [k for k, t in enumerate(toks) if run[0].start <= t.start < run[-1].end]
+        if not inside:
+            return False
+        a, b = inside[0], inside[-1]
+        for i in range(max(0, a - 3), a + 1):
+            for j in range(b, min(len(toks), b + 4)):
+                keys = [t.key for t in toks[i : j + 1]]
+                bare = [k[:-2] if k.endswith(("'s", "’s")) else k for k in keys]
+                glued = [t.text.casefold().replace("'", "").replace("’", "") for t in toks[i : j + 1]]  # "daniels"
+                if any(" ".join(ks) in lex.brands or "".join(ks) in lex.brands for ks in (keys, bare, glued)):
+                    return True
+        return False
+
     def _ner(self, text: str) -> list[tuple[int, int]]:
         out = []
         for s, e in self.ner.persons(text):  # type: ignore[union-attr]

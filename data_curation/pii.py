@@ -39,8 +39,10 @@ from data_curation.lexicon import load_lexicon
 from data_curation.names import NameFinder
 from data_curation.ner import DEFAULT_MODEL as DEFAULT_NER_MODEL
 from data_curation.ner import SpacyPersons
+from data_curation.tagger import THRESHOLD as TAGGER_THRESHOLD
+from data_curation.tagger import PiiTagger
 
-PII_RULES_VERSION = 15
+PII_RULES_VERSION = 16
 """Bumped whenever a detector changes what it finds (curation stages that scrub then re-run)."""
 PII_TYPES: tuple[str, ...] = ("EMAIL", "IBAN", "CARD", "IP", "ORDER_ID", "NATIONAL_ID", "ADDRESS", "PHONE", "NAME")
 """Every type the scrubber knows, in overlap-priority order."""
@@ -1021,23 +1023,31 @@ class Scrubber:
     and popular requests); the cache is dropped whole when full, so memory stays bounded.
     """
 
-    def __init__(self, phone_regions: Sequence[str], names: NameFinder | None = None, cache_size: int = 50_000) -> None:
+    def __init__(self, phone_regions: Sequence[str], names: NameFinder | None = None, cache_size: int = 50_000,
+                 tagger: PiiTagger | None = None) -> None:
         self.phones = PhoneFinder(phone_regions)
         self.names = names or NameFinder()
+        self.tagger = tagger
         self.cache_size = cache_size
         self._cache: dict[str, tuple[str, list[Detection]]] = {}
 
     @classmethod
     def configured(cls, phone_regions: Sequence[str], names: str = "ner", ner_model: str = DEFAULT_NER_MODEL,
-                   protected: frozenset[str] = frozenset()) -> Scrubber:
-        """The scrubber ``anonymise`` config asks for: ``names`` is 'rules', 'lexicon' or 'ner'."""
+                   protected: frozenset[str] = frozenset(), tagger: bool = False) -> Scrubber:
+        """The scrubber ``anonymise`` config asks for: ``names`` is 'rules', 'lexicon' or 'ner'; ``tagger`` adds the
+        learned PII tagger's spans (:mod:`data_curation.tagger`)."""
         if names not in ("rules", "lexicon", "ner"):
             raise ValueError(f"anonymise.names: {names!r} is not one of rules, lexicon, ner")
         lexicon = load_lexicon() if names != "rules" else None
         ner = SpacyPersons(ner_model) if names == "ner" else None
-        return cls(phone_regions, NameFinder(lexicon=lexicon, protected=protected, ner=ner))
+        return cls(phone_regions, NameFinder(lexicon=lexicon, protected=protected, ner=ner),
+                   tagger=PiiTagger() if tagger else None)
 
-    def detect(self, text: str) -> list[Detection]:
+    def detect(self, text: str, tagged: bool = True) -> list[Detection]:
+        """The detections of ``text``; ``tagged``: with the tagger's (when there is one). The re-read of message
+        tails joined to the next messages (:meth:`scrub_turns`, a value cut by sending too soon) goes without:
+        across a joint the tagger runs a value on into the next message ("…@gmail.com." / "ok."). A cue that
+        closed the message before, read with the next message whole ("my name is" / "…"), is read with it."""
         if not text:
             return []
         found: list[Detection] = [Detection(m.start(), m.end(), "EMAIL") for m in _EMAIL.finditer(text)]
@@ -1058,7 +1068,57 @@ class Scrubber:
             names = [*names, *self.names.find(_decapitalised(text, common), [(d.start, d.end) for d in found])]
         names = _not_street_names(text, found, names)
         out = resolve([*_names_out_of_addresses(text, found, names), *(Detection(s, e, "NAME") for s, e in names)])
-        return resolve([*out, *_cover_tails(text, out, tails)]) if tails else out
+        if tails:
+            out = resolve([*out, *_cover_tails(text, out, tails)])
+        return self._with_tagged(text, out) if self.tagger is not None and tagged else out
+
+    def _with_tagged(self, text: str, found: list[Detection]) -> list[Detection]:
+        """``found`` plus the parts of the tagger's spans (:meth:`_tagged`) that no detection covers: the rules'
+        detections stay as they are (a tagged span never displaces one), and a tagged part right next to a
+        detection of its own type joins it ("Lena" found, "Lena Chen" tagged: one name)."""
+        out = list(found)
+        for d in self._tagged(text, found):
+            for a, b in _uncovered(text, d.start, d.end, out):
+                if d.type == "NAME":  # a name's piece is judged again on its own
+                    kept = self.names.tagged(text, a, b)
+                    if kept is None:
+                        continue
+                    a, b = kept
+                elif not any(c.isdigit() or c == "@" for c in text[a:b]) and (d.type != "ADDRESS" or b - a < 3):
+                    continue  # an address's piece ("phường Hàng Gai") goes with it; a word beside an e-mail does not
+                near = [x for x in out if x.type == d.type and ((x.end <= a and not text[x.end : a].strip())
+                                                                 or (b <= x.start and not text[b : x.start].strip()))]
+                for x in near:
+                    out.remove(x)
+                    a, b = min(a, x.start), max(b, x.end)
+                out.append(Detection(a, b, d.type))
+        return sorted(out)
+
+    def _tagged(self, text: str, found: Sequence[Detection]) -> list[Detection]:
+        """The PII tagger's spans (grown to whole words) that no detection holds whole, each kept only when sure
+        (:data:`~data_curation.tagger.THRESHOLD`) and past the precision rules: a name by
+        :meth:`NameFinder.tagged`, a number-like type with 4+ digits that reads as no quantity, price, date,
+        barcode or model number, an e-mail with an at-sign or its spelt-out word, an address with a digit."""
+        assert self.tagger is not None
+        out = []
+        for span in self.tagger.spans(text):
+            if span.prob < TAGGER_THRESHOLD:
+                continue
+            a, b = _whole_words(text, span.start, span.end)
+            if any(d.start <= a and b <= d.end for d in found):
+                continue
+            if span.type == "NAME":
+                kept = self.names.tagged(text, a, b)
+                if kept is not None:
+                    out.append(Detection(*kept, "NAME"))
+            elif _tagged_value_ok(text, a, b, span.type):
+                out.append(Detection(a, b, span.type))
+        return out
+
+    def prefetch(self, texts: Sequence[str]) -> None:
+        """Let the tagger read ``texts`` in batches ahead of scrubbing them (nothing to do without a tagger)."""
+        if self.tagger is not None:
+            self.tagger.prefetch([t for t in texts if t and t not in self._cache])
 
     def scrub_turns(self, texts: Sequence[str]) -> list[tuple[str, list[Detection]]]:
         """Scrub one speaker's consecutive messages: a number split across two of them ("card is 4916 3388" /
@@ -1138,7 +1198,7 @@ class Scrubber:
             offsets.append(len(joined))
             joined += texts[k]
         out = []
-        for d in self.detect(joined):
+        for d in self.detect(joined, tagged=False):
             parts = []
             for k, off in zip(window, offsets, strict=True):
                 a, b = max(d.start, off, 0), min(d.end, off + len(texts[k]))
@@ -1168,6 +1228,75 @@ class Scrubber:
     def _scrub(self, text: str) -> tuple[str, list[Detection]]:
         found = self.detect(text)
         return (_render(text, found) if found else text), found
+
+
+def _uncovered(text: str, start: int, end: int, found: Sequence[Detection]) -> list[tuple[int, int]]:
+    """The pieces of ``text[start:end]`` outside every detection in ``found``, trimmed of spaces (not of
+    punctuation: the comma or the degree sign between two parts of an address is part of the value); pieces
+    without a letter or digit are dropped."""
+    cuts = sorted((max(start, d.start), min(end, d.end)) for d in found if d.start < end and d.end > start)
+    pieces, pos = [], start
+    for a, b in cuts:
+        if a > pos:
+            pieces.append((pos, a))
+        pos = max(pos, b)
+    if pos < end:
+        pieces.append((pos, end))
+    out = []
+    for a, b in pieces:
+        while a < b and text[a].isspace():
+            a += 1
+        while b > a and text[b - 1].isspace():
+            b -= 1
+        if any(c.isalnum() for c in text[a:b]):
+            out.append((a, b))
+    return out
+
+
+def _whole_words(text: str, start: int, end: int) -> tuple[int, int]:
+    while start > 0 and text[start - 1].isalnum():
+        start -= 1
+    while end < len(text) and text[end].isalnum():
+        end += 1
+    return start, end
+
+
+_SPELT_AT = re.compile(r"(?i)@|\b(?:at|arroba|chez)\b|[\[(]at[\])]")
+_SPELT_DOT = re.compile(r"(?i)\.|\b(?:dot|punto|point|ponto|punkt)\b|[\[(]dot[\])]")
+
+
+def _tagged_value_ok(text: str, start: int, end: int, kind: str) -> bool:
+    """A tagger's span of a type other than NAME is a value, not a look-alike (see :meth:`Scrubber._tagged`)."""
+    value = text[start:end]
+    digits = sum(c.isdigit() for c in value)
+    if kind == "EMAIL":  # an at and a dot, each written or spelt out
+        return _SPELT_AT.search(value) is not None and _SPELT_DOT.search(value) is not None and len(value) >= 6
+    if kind == "ADDRESS":  # pieces of an address, not "Palawan sa Nov 8-11" or "Sacher, 12.": three pieces, or two
+        pieces = [p for p in re.split(r"[,،、，]", value) if re.search(r"\w", p)]  # with a post code
+        return digits > 0 and (len(pieces) >= 3 or (len(pieces) == 2 and re.search(r"\d{4}", value) is not None))
+    if kind == "IP":
+        return digits >= 4
+    if _FLIGHT_NUMBER.fullmatch(value) or (digits < 5 and not re.search(r"[^\W\d_]", value)):
+        return False  # "TK 2412", "6E 5312": a flight; "1351": four digits alone say too little
+    return digits >= 4 and not _reads_as_quantity(text, start, end)
+
+
+_FLIGHT_NUMBER = re.compile(r"(?:[A-Z]{2}|[A-Z]\d|\d[A-Z])\s?\d{1,4}[A-Z]?")
+
+
+def _reads_as_quantity(text: str, start: int, end: int) -> bool:
+    """Digits that name an amount or a product, not a person or an order: a quantity with its unit, a date or a
+    time, money, a version, a product code after its cue, a valid EAN-13 or ISBN-10, a model's or a train's number
+    after its name."""
+    core = text[start:end].lstrip("#")
+    compact = re.sub(r"[ -]", "", core)
+    return bool(_QUANTITY.fullmatch(core) or _date_like(core) or _TIME.fullmatch(core)
+                or _MONEY_BEFORE.search(text, max(0, start - 6), start) or _MONEY_AFTER.match(text[end : end + 14])
+                or _PRODUCT_CODE_CUE.search(text, max(0, start - 24), start)
+                or _VERSION_CUE.search(text, max(0, start - 12), start)
+                or (len(compact) == 13 and compact.isdigit() and _ean13_ok(compact)) or _isbn10_ok(compact)
+                or _CAMEL_BEFORE.search(text, max(0, start - 30), start)
+                or TRIP_OR_MODEL_BEFORE.search(text, max(0, start - 40), start))
 
 
 def _render(text: str, found: Sequence[Detection]) -> str:

@@ -118,6 +118,13 @@ def run_curation(
     _check_dirs(in_dir, out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     ctx, inputs = _context(config, in_dir, out_dir, progress or _no_progress)
+    if config.anonymise.tagger:  # trained here, once, before the workers start (they load it)
+        from data_curation.tagger import PiiTagger, TaggerError
+
+        try:
+            PiiTagger().ensure()
+        except TaggerError as err:
+            raise CurationError(f"anonymise.tagger: {err}") from err
     prepare = PrepareStage(ctx)
     records = RecordsStage(ctx, prepare)
     dedup = DedupStage(ctx, records)

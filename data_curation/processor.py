@@ -54,9 +54,13 @@ class SessionProcessor:
         self.cfg = cfg
         self.pseudo = pseudonymiser
         a = cfg.anonymise
-        self.scrubber = Scrubber.configured(a.phone_regions, a.names, a.ner_model, protected)
+        self.scrubber = Scrubber.configured(a.phone_regions, a.names, a.ner_model, protected, a.tagger)
         self.quality = QualityFilter(cfg.quality, leakage)
         self.minhasher = MinHasher(cfg.dedup.num_perm, cfg.dedup.shingle_chars, seed)
+
+    def prefetch(self, sessions: Sequence[Session]) -> None:
+        """Read the texts of the sessions about to be processed in one go (the PII tagger batches them)."""
+        self.scrubber.prefetch([t.text for s in sessions for t in s.turns])
 
     def anonymise(self, s: Session) -> Processed:
         detections: list[DetectionRow] = []

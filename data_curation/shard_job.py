@@ -19,7 +19,7 @@ import json
 import os
 import shutil
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,6 +29,7 @@ import numpy as np
 from data_curation.config import CurateConfig
 from data_curation.processor import SessionProcessor, user_key
 from data_curation.pseudonym import Pseudonymiser
+from data_curation.records import Session
 from data_curation.shards import Shard, shard_reader
 from infra.recordio import RecordWriter
 
@@ -78,6 +79,27 @@ class _Columns:
                      minhash=sig.astype(np.uint32))
 
 
+PREFETCH_SESSIONS = 64
+"""Sessions read ahead so the PII tagger (when on) reads their texts in batches."""
+
+
+def _prefetched(proc: SessionProcessor, reader: Any) -> Iterator[tuple[Session, int]]:
+    """``(session, line)`` pairs of ``reader`` (``line``: the session's line in the logs), read
+    ``PREFETCH_SESSIONS`` at a time and handed to ``proc.prefetch`` before they are processed one by one."""
+    sessions = iter(reader)  # one pass over the shard: every chunk goes on where the last one stopped
+    while True:
+        chunk = []
+        for session in sessions:
+            assert reader.last_line is not None
+            chunk.append((session, reader.last_line))
+            if len(chunk) == PREFETCH_SESSIONS:
+                break
+        if not chunk:
+            return
+        proc.prefetch([s for s, _ in chunk])
+        yield from chunk
+
+
 def run_shard_job(job: ShardJob) -> dict[str, Any]:
     """Process one shard into ``job.out``; returns its counts. Idempotent: a finished shard is kept."""
     if (job.out / "counts.json").is_file():
@@ -95,7 +117,7 @@ def run_shard_job(job: ShardJob) -> dict[str, Any]:
     with_pii = 0
     with RecordWriter(tmp / "sessions.jsonl") as sessions, (tmp / "index.jsonl").open("w", encoding="utf-8") as index, \
             (tmp / "scored.jsonl").open("w", encoding="utf-8") as scored:
-        for session in reader:
+        for session, line in _prefetched(proc, reader):
             p = proc.process(session)
             scored.write(json.dumps({"s": session.session_id, "d": p.detections}, ensure_ascii=False) + "\n")
             placeholders.update(p.placeholders)
@@ -107,8 +129,8 @@ def run_shard_job(job: ShardJob) -> dict[str, Any]:
             index.write(json.dumps({"session_id": session.session_id, "task_id": session.task_id,
                                     "text": p.first_text[: job.config.select.max_text_chars]},
                                    ensure_ascii=False) + "\n")
-            assert reader.last_line is not None and p.minhash is not None
-            cols.line.append(reader.last_line)
+            assert p.minhash is not None
+            cols.line.append(line)
             cols.exact.append(p.exact)
             cols.user.append(user_key(p.session.user_id))
             cols.started.append(p.session.started_at)

@@ -24,7 +24,7 @@ def test_curate_world(tmp_path: Path) -> None:
     world, out, key = tmp_path / "w", tmp_path / "c", tmp_path / "keys" / "k"
     assert run("world", "shopping", "--out", world, "--items", 2000, "--tasks", 100, "--sessions", 300).returncode == 0
     cfg = tmp_path / "curate.yaml"
-    cfg.write_text("select:\n  embedder: hashing\n  keep_fraction: 0.8\n")
+    cfg.write_text("select:\n  embedder: hashing\n  keep_fraction: 0.8\nanonymise:\n  tagger: false\n")
     first = run("curate", world, "--out", out, "--config", cfg, "--new-key", key, "--workers", 1)
     assert first.returncode == 0, first.stderr
     assert "input_lines=300" in " ".join(first.stdout.split())
@@ -61,7 +61,7 @@ def test_curate_scrubs_pii_the_generator_never_wrote(tmp_path: Path) -> None:
     (world / "logs.jsonl").write_text("\n".join(lines) + "\n")
     cfg = tmp_path / "curate.yaml"
     cfg.write_text("select:\n  embedder: hashing\n  keep_fraction: 1.0\nquality:\n  require_outcome: false\n")
-    done = run("curate", world, "--out", out, "--config", cfg, "--new-key", key, "--workers", 1)
+    done = run("curate", world, "--out", out, "--config", cfg, "--new-key", key, "--workers", 1, "--no-tagger")
     assert done.returncode == 0, done.stderr
     text = "".join(p.read_text() for p in out.glob("*/logs.jsonl"))
     assert text and not any(v in text for v in [*planted, "Nokuthula", "Karl-Marx-Allee", "nordmann"])
@@ -69,3 +69,27 @@ def test_curate_scrubs_pii_the_generator_never_wrote(tmp_path: Path) -> None:
     written = [" ".join(t["text"] for t in kept[i]["turns"]) for i in ids if i in kept]
     assert len(written) >= 3, "the planted sessions should survive curation (else this test proves nothing)"
     assert all(any(p in w for p in ("<NAME>", "<ADDRESS>", "<EMAIL>")) for w in written)
+
+
+def test_curate_with_the_tagger_scrubs_what_no_rule_finds(tmp_path: Path) -> None:
+    """The default (anonymise.tagger on): a lower-case name with no cue, which the rules leave, is gone. The first
+    run trains the tagger into the cache (about 5 minutes on 2 cores) when no earlier run has."""
+    world, out, key = tmp_path / "w", tmp_path / "c", tmp_path / "keys" / "k"
+    assert run("world", "shopping", "--out", world, "--items", 2000, "--tasks", 100, "--sessions", 120).returncode == 0
+    lines = (world / "logs.jsonl").read_text().splitlines()
+    s = json.loads(lines[0])
+    turn = next(t for t in s["turns"] if t["role"] == "user")
+    turn["text"] += " - leave it with brenna next door if nobody answers"
+    lines[0] = json.dumps(s)
+    (world / "logs.jsonl").write_text("\n".join(lines) + "\n")
+    cfg = tmp_path / "curate.yaml"
+    cfg.write_text("select:\n  embedder: hashing\n  keep_fraction: 1.0\nquality:\n  require_outcome: false\n")
+    without = run("curate", world, "--out", tmp_path / "rules", "--config", cfg, "--new-key", key, "--no-tagger")
+    assert without.returncode == 0, without.stderr
+    assert "brenna" in "".join(p.read_text() for p in (tmp_path / "rules").glob("*/logs.jsonl"))  # else: no proof
+    done = subprocess.run([SIDEKICK, "curate", str(world), "--out", str(out), "--config", str(cfg), "--key-file",
+                           str(key)], capture_output=True, text=True, timeout=1200)
+    assert done.returncode == 0, done.stderr
+    text = "".join(p.read_text() for p in out.glob("*/logs.jsonl"))
+    assert "leave it with <NAME> next door" in text and "brenna" not in text
+    assert json.loads((out / "report.json").read_text())["config"]["anonymise"]["tagger"] is True
