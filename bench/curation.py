@@ -7,8 +7,9 @@
 and labelled by an author who never saw the scrubber's rules (names of many origins and scripts, addresses of
 many countries, PII split across turns, brands, products, colours, cities and POIs that must survive). It is
 scored with the three ``anonymise.names`` settings: ``rules`` (cue phrases and the shipped name lists),
-``lexicon`` (+ person names of 105 countries) and ``ner`` (+ spaCy's ``en_core_web_sm`` PERSON entities, the
-default). Recall counts a labelled value as removed when every character of it is inside a detection of any
+``lexicon`` (+ person names of 105 countries) and ``ner`` (+ spaCy's PERSON entities), and ``ner+tagger``
+(+ the learned PII tagger, ``anonymise.tagger``: the default), the last only on sets the tagger did not learn
+from (``test2.jsonl``, ``dev11.jsonl``). Recall counts a labelled value as removed when every character of it is inside a detection of any
 type (privacy); "typed" requires the right placeholder. ``bench/pii_sets/dev*.jsonl`` are the sets the rules
 were developed on (each by another author; ``dev5.jsonl`` was the held-out set until it had been scored too
 often to stay clean, ``dev6.jsonl`` was written to probe precision and typing, ``dev7.jsonl`` by a new author

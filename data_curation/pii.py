@@ -1097,8 +1097,8 @@ class Scrubber:
     def _tagged(self, text: str, found: Sequence[Detection]) -> list[Detection]:
         """The PII tagger's spans (grown to whole words) that no detection holds whole, each kept only when sure
         (:data:`~data_curation.tagger.THRESHOLD`) and past the precision rules: a name by
-        :meth:`NameFinder.tagged`, a number-like type with 4+ digits that reads as no quantity, price, date,
-        barcode or model number, an e-mail with an at-sign or its spelt-out word, an address with a digit."""
+        :meth:`NameFinder.tagged`, any other type by :func:`_tagged_value_ok` (a reference reads as no quantity,
+        price, date, barcode, flight or model number; an e-mail has an at and a dot; an address has its pieces)."""
         assert self.tagger is not None
         out = []
         for span in self.tagger.spans(text):

@@ -21,6 +21,7 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import json
+import os
 import random
 import time
 from collections.abc import Sequence
@@ -148,6 +149,7 @@ def train_tagger(out: Path, sets_dir: Path = SETS_DIR, sets: Sequence[str] = TRA
 
     from infra.text_encoder import EncoderUnavailable, model_dir
 
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")  # everything is on disk: never ask a hub
     try:
         base = model_dir()
     except EncoderUnavailable as err:
@@ -247,6 +249,7 @@ class PiiTagger:
             from transformers.utils import logging as hf_logging
 
             hf_logging.disable_progress_bar()  # a weights-loading bar per worker is noise in curation's progress
+            os.environ.setdefault("HF_HUB_OFFLINE", "1")
             path = self.ensure()
             self._tok = AutoTokenizer.from_pretrained(path)
             self._model = AutoModelForTokenClassification.from_pretrained(path).eval()
