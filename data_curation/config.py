@@ -58,6 +58,11 @@ class AnonymiseConfig(BaseModel):
         "(held-out recall 0.921 -> 0.963). Trained once on first use (about 5 minutes on 2 cores) into the cache "
         "directory; false: rules and names settings alone (several times faster).",
     )
+    tagger_dir: Path | None = Field(
+        default=None,
+        description="A trained PII tagger's directory (what data_curation.tagger.train_tagger writes, with its "
+        "tagger.json) to use instead of the one trained into the cache; null = that one.",
+    )
     protect_catalog: bool = Field(
         default=True,
         description="Words of the world's catalog (titles, brands, categories, attribute values, POI names) "

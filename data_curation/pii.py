@@ -30,6 +30,7 @@ import ipaddress
 import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import phonenumbers
 from phonenumbers import Leniency, PhoneNumberMatcher
@@ -1033,7 +1034,8 @@ class Scrubber:
 
     @classmethod
     def configured(cls, phone_regions: Sequence[str], names: str = "ner", ner_model: str = DEFAULT_NER_MODEL,
-                   protected: frozenset[str] = frozenset(), tagger: bool = False) -> Scrubber:
+                   protected: frozenset[str] = frozenset(), tagger: bool = False,
+                   tagger_dir: Path | None = None) -> Scrubber:
         """The scrubber ``anonymise`` config asks for: ``names`` is 'rules', 'lexicon' or 'ner'; ``tagger`` adds the
         learned PII tagger's spans (:mod:`data_curation.tagger`)."""
         if names not in ("rules", "lexicon", "ner"):
@@ -1041,7 +1043,7 @@ class Scrubber:
         lexicon = load_lexicon() if names != "rules" else None
         ner = SpacyPersons(ner_model) if names == "ner" else None
         return cls(phone_regions, NameFinder(lexicon=lexicon, protected=protected, ner=ner),
-                   tagger=PiiTagger() if tagger else None)
+                   tagger=PiiTagger(model_dir=tagger_dir) if tagger else None)
 
     def detect(self, text: str, tagged: bool = True) -> list[Detection]:
         """The detections of ``text``; ``tagged``: with the tagger's (when there is one). The re-read of message

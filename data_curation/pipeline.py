@@ -122,7 +122,7 @@ def run_curation(
         from data_curation.tagger import PiiTagger, TaggerError
 
         try:
-            PiiTagger().ensure()
+            PiiTagger(model_dir=config.anonymise.tagger_dir).ensure()
         except TaggerError as err:
             raise CurationError(f"anonymise.tagger: {err}") from err
     prepare = PrepareStage(ctx)

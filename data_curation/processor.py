@@ -54,7 +54,7 @@ class SessionProcessor:
         self.cfg = cfg
         self.pseudo = pseudonymiser
         a = cfg.anonymise
-        self.scrubber = Scrubber.configured(a.phone_regions, a.names, a.ner_model, protected, a.tagger)
+        self.scrubber = Scrubber.configured(a.phone_regions, a.names, a.ner_model, protected, a.tagger, a.tagger_dir)
         self.quality = QualityFilter(cfg.quality, leakage)
         self.minhasher = MinHasher(cfg.dedup.num_perm, cfg.dedup.shingle_chars, seed)
 

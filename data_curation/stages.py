@@ -71,11 +71,16 @@ def _scrub_config(cfg: CurateConfig) -> dict[str, Any]:
     a = cfg.anonymise
     from data_curation.lexicon import LEXICON_VERSION, MAX_RANK
 
-    tagger = None
+    tagger: list[Any] | None = None
     if a.tagger:  # the trained model's own fingerprint: new training sets or recipe, a new model, a new scrub
         from data_curation.tagger import TAGGER_VERSION, fingerprint
 
-        tagger = [TAGGER_VERSION, fingerprint()]
+        if a.tagger_dir is None:
+            tagger = [TAGGER_VERSION, fingerprint()]
+        else:  # a model trained elsewhere: what it says of itself, and its weights' size and time
+            weights = sorted(Path(a.tagger_dir).glob("*.safetensors"))
+            tagger = [TAGGER_VERSION, str(a.tagger_dir), (Path(a.tagger_dir) / "tagger.json").read_text(),
+                      [(w.name, w.stat().st_size, w.stat().st_mtime_ns) for w in weights]]
     return {"phone_regions": a.phone_regions, "names": a.names, "ner_model": a.ner_model if a.names == "ner" else None,
             "protect_catalog": a.protect_catalog, "lexicon": [LEXICON_VERSION, MAX_RANK], "rules": PII_RULES_VERSION,
             "tagger": tagger}
@@ -194,7 +199,7 @@ class PrepareStage(_Stage):
             if path is None:
                 return targets, {"tasks": 0, "tasks_quarantined": 0}
             a = self.ctx.cfg.anonymise
-            scrubber = Scrubber.configured(a.phone_regions, a.names, a.ner_model, protected, a.tagger)
+            scrubber = Scrubber.configured(a.phone_regions, a.names, a.ner_model, protected, a.tagger, a.tagger_dir)
             reader = RecordReader(path, Task, skip_bad=True, quarantine=self.path / "quarantine.jsonl",
                                   allow_empty=True, quarantine_content=False)
             for task in reader:

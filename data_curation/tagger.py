@@ -217,7 +217,8 @@ class PiiTagger:
     on ``threads`` torch threads (default 1: curation runs one worker per core)."""
 
     def __init__(self, cache_dir: Path | None = None, sets_dir: Path = SETS_DIR, sets: Sequence[str] = TRAIN_SETS,
-                 epochs: int = EPOCHS, memo_size: int = 4096, threads: int = 1) -> None:
+                 epochs: int = EPOCHS, memo_size: int = 4096, threads: int = 1, model_dir: Path | None = None) -> None:
+        self.model_dir = model_dir
         self.cache_dir = cache_dir
         self.threads = threads
         self.sets_dir = sets_dir
@@ -230,7 +231,12 @@ class PiiTagger:
 
     def ensure(self) -> Path:
         """The trained model's directory, training it first when missing (under a lock: one process trains,
-        the others wait and load its result)."""
+        the others wait and load its result); ``model_dir`` when one was given (trained elsewhere)."""
+        if self.model_dir is not None:
+            if not (Path(self.model_dir) / "tagger.json").is_file():
+                raise TaggerError(f"{self.model_dir} holds no trained PII tagger (no tagger.json): give the directory "
+                                  f"`train_tagger` wrote, or leave anonymise.tagger_dir empty to train one")
+            return Path(self.model_dir)
         path = tagger_dir(self.cache_dir, self.sets_dir, self.sets, self.epochs)
         if (path / "tagger.json").is_file():
             return path

@@ -72,8 +72,24 @@ def test_curate_scrubs_pii_the_generator_never_wrote(tmp_path: Path) -> None:
 
 
 def test_curate_with_the_tagger_scrubs_what_no_rule_finds(tmp_path: Path) -> None:
-    """The default (anonymise.tagger on): a lower-case name with no cue, which the rules leave, is gone. The first
-    run trains the tagger into the cache (about 5 minutes on 2 cores) when no earlier run has."""
+    """The tagger (anonymise.tagger, on by default) in a real `sidekick curate`: a lower-case name with no cue, which
+    the rules leave, is gone. The model is one trained here on a few sentences of this test (`anonymise.tagger_dir`):
+    the default one takes ~5 minutes to train on first use (tests/data_curation/test_tagger.py trains through the same
+    code; bench/curation.py scores the real one)."""
+    from data_curation.tagger import train_tagger
+
+    sets = tmp_path / "sets"
+    sets.mkdir()
+    rows = []
+    for i, name in enumerate(["zubair", "ottilie", "kwabena", "marisol", "teodor", "haruka", "ifeoma", "leilani",
+                              "casimir", "anouk", "soraya", "tamati", "yusuf", "elodie", "dmitri", "priyanka"]):
+        for j, pattern in enumerate(["leave it with {} next door if nobody answers", "{} will collect the parcel",
+                                     "thanks {} for the quick reply", "is the blue kettle in stock, {} asked"]):
+            text = pattern.format(name)
+            rows.append({"id": f"r{i}-{j}", "turns": [text], "pii": [{"turn": 0, "type": "NAME", "value": name}]})
+        rows.append({"id": f"r{i}-n", "turns": ["leave it at the door if nobody answers"], "pii": []})
+    (sets / "mine.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    train_tagger(tmp_path / "tagger", sets, ("mine",), epochs=25, progress=False)
     world, out, key = tmp_path / "w", tmp_path / "c", tmp_path / "keys" / "k"
     assert run("world", "shopping", "--out", world, "--items", 2000, "--tasks", 100, "--sessions", 120).returncode == 0
     lines = (world / "logs.jsonl").read_text().splitlines()
@@ -83,13 +99,16 @@ def test_curate_with_the_tagger_scrubs_what_no_rule_finds(tmp_path: Path) -> Non
     lines[0] = json.dumps(s)
     (world / "logs.jsonl").write_text("\n".join(lines) + "\n")
     cfg = tmp_path / "curate.yaml"
-    cfg.write_text("select:\n  embedder: hashing\n  keep_fraction: 1.0\nquality:\n  require_outcome: false\n")
+    cfg.write_text("select:\n  embedder: hashing\n  keep_fraction: 1.0\nquality:\n  require_outcome: false\n"
+                   f"anonymise:\n  tagger_dir: {tmp_path / 'tagger'}\n")
     without = run("curate", world, "--out", tmp_path / "rules", "--config", cfg, "--new-key", key, "--no-tagger")
     assert without.returncode == 0, without.stderr
     assert "brenna" in "".join(p.read_text() for p in (tmp_path / "rules").glob("*/logs.jsonl"))  # else: no proof
-    done = subprocess.run([SIDEKICK, "curate", str(world), "--out", str(out), "--config", str(cfg), "--key-file",
-                           str(key)], capture_output=True, text=True, timeout=1200)
+    done = run("curate", world, "--out", out, "--config", cfg, "--key-file", key)
     assert done.returncode == 0, done.stderr
     text = "".join(p.read_text() for p in out.glob("*/logs.jsonl"))
     assert "leave it with <NAME> next door" in text and "brenna" not in text
     assert json.loads((out / "report.json").read_text())["config"]["anonymise"]["tagger"] is True
+    cfg.write_text(f"anonymise:\n  tagger_dir: {tmp_path / 'sets'}\n")  # a directory without a trained tagger
+    bad = run("curate", world, "--out", tmp_path / "bad", "--config", cfg, "--key-file", key)
+    assert bad.returncode == 2 and "no trained PII tagger" in bad.stderr and "Traceback" not in bad.stderr
