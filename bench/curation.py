@@ -10,8 +10,8 @@ scored with the three ``anonymise.names`` settings: ``rules`` (cue phrases and t
 ``lexicon`` (+ person names of 105 countries) and ``ner`` (+ spaCy's PERSON entities), and ``ner+tagger``
 (+ the learned PII tagger, ``anonymise.tagger``: the default), the last only on sets the tagger did not learn
 from (``test2.jsonl``, ``dev11.jsonl``). Recall counts a labelled value as removed when every character of it is
-inside a detection of any type (privacy); "typed" requires the right placeholder. ``bench/pii_sets/dev*.jsonl`` are the sets the rules
-were developed on (each by another author; ``dev5.jsonl`` was the held-out set until it had been scored too
+inside a detection of any type (privacy); "typed" requires the right placeholder. ``bench/pii_sets/dev*.jsonl``
+are the sets the rules were developed on (each by another author; ``dev5.jsonl`` was the held-out set until it had been scored too
 often to stay clean, ``dev6.jsonl`` was written to probe precision and typing, ``dev7.jsonl`` by a new author
 of many countries' formats, scored once on the rules before it was used); their figures are printed
 too, for comparison, but the held-out set is never looked at while tuning. Definitions:
