@@ -3,20 +3,19 @@
     python bench/curation.py --quick     # 50k sessions (about 6 minutes on 2 cores)
     python bench/curation.py             # 1M sessions (generation ~1 min, curation ~10+ min a run on 2 cores)
 
-**PII on text our generator never wrote.** ``bench/pii_sets/test2.jsonl`` is the held-out set: hand-written
-and labelled by an author who never saw the scrubber's rules (names of many origins and scripts, addresses of
-many countries, PII split across turns, brands, products, colours, cities and POIs that must survive). It is
-scored with the three ``anonymise.names`` settings: ``rules`` (cue phrases and the shipped name lists),
-``lexicon`` (+ person names of 105 countries) and ``ner`` (+ spaCy's PERSON entities), and ``ner+tagger``
-(+ the learned PII tagger, ``anonymise.tagger``: the default), the last only on sets the tagger did not learn
-from (``test2.jsonl``, ``dev11.jsonl``). Recall counts a labelled value as removed when every character of it is
-inside a detection of any type (privacy); "typed" requires the right placeholder. ``bench/pii_sets/dev*.jsonl``
-are the sets the rules were developed on (each by another author; ``dev5.jsonl`` was the held-out set until it had been scored too
-often to stay clean, ``dev6.jsonl`` was written to probe precision and typing, ``dev7.jsonl`` by a new author
-of many countries' formats, scored once on the rules before it was used); their figures are printed
-too, for comparison, but the held-out set is never looked at while tuning. Definitions:
-:mod:`data_curation.pii_eval`. ``--dev-only`` scores the development sets alone (what to run while working
-on the scrubber).
+**PII on text our generator never wrote.** ``bench/pii_sets/test2.jsonl`` is the held-out set: hand-written and
+labelled by an author who never saw the scrubber's rules (names of many origins and scripts, addresses of many
+countries, PII split across turns, brands, products, colours, cities and POIs that must survive). It is scored with
+the three ``anonymise.names`` settings: ``rules`` (cue phrases and the shipped name lists), ``lexicon`` (+ person
+names of 105 countries) and ``ner`` (+ spaCy's PERSON entities), and ``ner+tagger`` (+ the learned PII tagger,
+``anonymise.tagger``: the default), the last only on sets the tagger did not learn from (``test2.jsonl``,
+``dev11.jsonl``). Recall counts a labelled value as removed when every character of it is inside a detection of any
+type (privacy); "typed" requires the right placeholder. ``bench/pii_sets/dev*.jsonl`` are the sets the rules were
+developed on (each by another author; ``dev5.jsonl`` was the held-out set until it had been scored too often to stay
+clean, ``dev6.jsonl`` was written to probe precision and typing, ``dev7.jsonl`` by a new author of many countries'
+formats, scored once on the rules before it was used); their figures are printed too, for comparison, but the held-
+out set is never looked at while tuning. Definitions: :mod:`data_curation.pii_eval`. ``--dev-only`` scores the
+development sets alone (what to run while working on the scrubber).
 
 The world is the shopping generator's (20k items, 2000 tasks, PII-laden logs with an answer key).
 Sidekick runs with ``apps/shopping/curate.yaml`` (MiniLM selection; ``--embedder hashing`` swaps in
