@@ -13,8 +13,8 @@ names of 105 countries) and ``ner`` (+ spaCy's PERSON entities), and ``ner+tagge
 type (privacy); "typed" requires the right placeholder. ``bench/pii_sets/dev*.jsonl`` are the sets the rules were
 developed on (each by another author; ``dev5.jsonl`` was the held-out set until it had been scored too often to stay
 clean, ``dev6.jsonl`` was written to probe precision and typing, ``dev7.jsonl`` by a new author of many countries'
-formats, scored once on the rules before it was used); their figures are printed too, for comparison, but the held-
-out set is never looked at while tuning. Definitions: :mod:`data_curation.pii_eval`. ``--dev-only`` scores the
+formats, scored once on the rules before it was used); their figures are printed too, for comparison, but the
+held-out set is never looked at while tuning. Definitions: :mod:`data_curation.pii_eval`. ``--dev-only`` scores the
 development sets alone (what to run while working on the scrubber).
 
 The world is the shopping generator's (20k items, 2000 tasks, PII-laden logs with an answer key).
