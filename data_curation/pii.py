@@ -41,12 +41,14 @@ from data_curation.names import NameFinder
 from data_curation.ner import DEFAULT_MODEL as DEFAULT_NER_MODEL
 from data_curation.ner import SpacyPersons
 from data_curation.tagger import THRESHOLD as TAGGER_THRESHOLD
+from data_curation.tagger import TYPES as TAGGER_TYPES
 from data_curation.tagger import PiiTagger
 
 PII_RULES_VERSION = 16
 """Bumped whenever a detector changes what it finds (curation stages that scrub then re-run)."""
 PII_TYPES: tuple[str, ...] = ("EMAIL", "IBAN", "CARD", "IP", "ORDER_ID", "NATIONAL_ID", "ADDRESS", "PHONE", "NAME")
 """Every type the scrubber knows, in overlap-priority order."""
+assert TAGGER_TYPES == PII_TYPES, "data_curation.tagger.TYPES must name the scrubber's types (its labels are read as them)"
 PLACEHOLDERS: dict[str, str] = {t: f"<{t}>" for t in PII_TYPES}
 _RANK = {t: i for i, t in enumerate(PII_TYPES)}
 
