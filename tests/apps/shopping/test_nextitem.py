@@ -205,7 +205,7 @@ def test_sid_and_sasrec_on_a_generated_curated_world(tmp_path: Path) -> None:
     generate_shopping_world(ShoppingWorldConfig(items=300, tasks=20, sessions=800, customers=300), tmp_path / "w")
     (tmp_path / "key").write_text("k" * 32 + "\n")
     run_curation(CurateConfig.model_validate({
-        "seed": 0, "workers": 1, "anonymise": {"key_file": str(tmp_path / "key"), "names": "rules"},
+        "seed": 0, "workers": 1, "anonymise": {"key_file": str(tmp_path / "key"), "names": "rules", "tagger": False},
         "quality": {"require_outcome": False}, "dedup": {"near": False},
         "select": {"embedder": "hashing"}, "split": {"mode": "time"}}), tmp_path / "w", tmp_path / "c")
     data = load_next_item(tmp_path / "c")
