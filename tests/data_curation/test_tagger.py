@@ -20,6 +20,7 @@ from data_curation.tagger import (
     PiiTagger,
     TaggedSpan,
     TaggerError,
+    augmented,
     decode,
     fingerprint,
     tagger_dir,
@@ -73,6 +74,7 @@ def test_fingerprint_follows_the_training_sets_bytes_and_names_a_missing_set(tmp
     _write_set(tmp_path / "a.jsonl", [{"id": "a1", "turns": ["hi Bo"], "pii": [{"turn": 0, "type": "NAME",
                                                                               "value": "Bo"}]}])
     assert fingerprint(tmp_path, ("a",)) != first
+    assert fingerprint(tmp_path, ("a",), augment=0) != fingerprint(tmp_path, ("a",), augment=1)
     with pytest.raises(TaggerError, match=r"b\.jsonl.*anonymise\.tagger: false"):
         fingerprint(tmp_path, ("a", "b"))
     assert tagger_dir(tmp_path / "cache", tmp_path, ("a",)).name == f"pii-tagger-v1-{fingerprint(tmp_path, ('a',))}"
@@ -101,7 +103,8 @@ def test_the_tagger_trains_once_into_its_cache_and_finds_what_it_learnt(tmp_path
     sets = tmp_path / "sets"
     sets.mkdir()
     _write_set(sets / "mine.jsonl", _training_rows())
-    tagger = PiiTagger(cache_dir=tmp_path / "cache", sets_dir=sets, sets=("mine",), epochs=25)
+    tagger = PiiTagger(cache_dir=tmp_path / "cache", sets_dir=sets, sets=("mine",), epochs=25, augment=0,
+                       precision="fp32")
     path = tagger.ensure()
     meta = json.loads((path / "tagger.json").read_text())
     assert meta["sets"] == ["mine"] and meta["messages"] == len(_training_rows())
@@ -110,7 +113,7 @@ def test_the_tagger_trains_once_into_its_cache_and_finds_what_it_learnt(tmp_path
     assert not [s for s in tagger.spans("do you ship the walnut desk to Lisbon") if s.prob > 0.5]
     # a second tagger of the same cache loads what the first trained: training again would fail here
     monkeypatch.setattr("data_curation.tagger.train_tagger", lambda *a, **k: pytest.fail("trained twice"))
-    again = PiiTagger(cache_dir=tmp_path / "cache", sets_dir=sets, sets=("mine",), epochs=25)
+    again = PiiTagger(cache_dir=tmp_path / "cache", sets_dir=sets, sets=("mine",), epochs=25, augment=0)
     assert again.ensure() == path and again.spans("thanks Ottilie for the quick reply")[0].type == "NAME"
     # texts read ahead in one batch (padded together) give what each read alone gives
     texts = ["Teodor will collect the parcel", "the blue kettle is for Haruka", "do you ship the walnut desk to Lisbon",
@@ -125,6 +128,41 @@ def test_the_tagger_trains_once_into_its_cache_and_finds_what_it_learnt(tmp_path
     long = "do you ship the walnut desk to Lisbon. " * 40 + "Yusuf will collect the parcel"  # ~380 tokens
     tail = [s for s in tagger.spans(long) if s.type == "NAME" and s.prob > 0.5]
     assert [long[s.start : s.end] for s in tail] == ["Yusuf"]
+    # in bf16 (what precision "auto" picks on a CPU with native bf16) it finds the same spans
+    half = PiiTagger(cache_dir=tmp_path / "cache", sets_dir=sets, sets=("mine",), epochs=25, augment=0, precision="bf16")
+    assert half.bf16 and not tagger.bf16
+    assert [[(x.start, x.end, x.type) for x in half.spans(t)] for t in texts] == \
+        [[(x.start, x.end, x.type) for x in row] for row in alone]
+    with pytest.raises(ValueError, match="precision"):
+        PiiTagger(precision="fp16")
+
+
+
+def test_augmented_copies_swap_each_value_for_another_of_its_type_and_keep_the_words_around() -> None:
+    import random
+
+    examples = [("hi Ann, call 555 0101 or ask Ann", [(3, 6, "NAME"), (13, 21, "PHONE"), (29, 32, "NAME")]),
+                ("ship to Bo Li", [(8, 13, "NAME")]),
+                ("no pii here", []),
+                ("overlap Ann Ho", [(8, 14, "NAME"), (12, 14, "ADDRESS")])]
+    out = augmented(examples, random.Random(3), copies=2)
+    assert len(out) == 4  # two copies of the two messages with PII: none of the message without, nor the overlap
+    for text, spans in out:
+        pieces = [text[a:b] for a, b, _ in spans]
+        if text.startswith("hi "):
+            name, phone, again = pieces
+            assert [k for _, _, k in spans] == ["NAME", "PHONE", "NAME"]
+            assert name == again and name in ("Ann", "Bo Li", "Ann Ho") and phone == "555 0101"
+            assert text == f"hi {name}, call {phone} or ask {again}"
+        else:
+            assert text == f"ship to {pieces[0]}" and spans[0][2] == "NAME"
+            assert pieces[0] in ("Ann", "Bo Li", "Ann Ho")
+    # with a name list, some names come from it (one or two of its words); offsets still hold the value
+    listed = augmented(examples[:2] * 20, random.Random(0), copies=1, names=["zanele", "okoro"])
+    drawn = {text[a:b] for text, spans in listed for a, b, k in spans if k == "NAME"}
+    assert drawn & {"zanele", "okoro", "zanele okoro", "okoro zanele", "zanele zanele", "okoro okoro"}
+    assert drawn <= {"Ann", "Bo Li", "Ann Ho", "zanele", "okoro", "zanele okoro", "okoro zanele", "zanele zanele",
+                     "okoro okoro"}
 
 
 def test_train_tagger_refuses_an_empty_training_set(tmp_path: Path) -> None:
