@@ -59,8 +59,10 @@ class SessionProcessor:
         self.minhasher = MinHasher(cfg.dedup.num_perm, cfg.dedup.shingle_chars, seed)
 
     def prefetch(self, sessions: Sequence[Session]) -> None:
-        """Read the texts of the sessions about to be processed in one go (the PII tagger batches them)."""
-        self.scrubber.prefetch([t.text for s in sessions for t in s.turns])
+        """Read the texts of the sessions about to be processed in one go (the PII tagger batches them): their
+        messages and their search queries."""
+        self.scrubber.prefetch([t.text for s in sessions for t in s.turns]
+                               + [e.query for s in sessions for e in s.events if e.query])
 
     def anonymise(self, s: Session) -> Processed:
         detections: list[DetectionRow] = []

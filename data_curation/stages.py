@@ -66,6 +66,13 @@ _EMPTY_SIG = np.iinfo(np.uint32).max
 _WORD = re.compile(r"[^\W\d_]+")
 
 
+def _chunks(items: Any, n: int) -> Iterator[list[Any]]:
+    """Lists of ``n`` consecutive items of the iterable ``items`` (the last one shorter), read lazily."""
+    it = iter(items)
+    while chunk := [x for _, x in zip(range(n), it, strict=False)]:
+        yield chunk
+
+
 def _scrub_config(cfg: CurateConfig) -> dict[str, Any]:
     """What the scrubber's output depends on (a change re-runs the stages that scrub)."""
     a = cfg.anonymise
@@ -204,15 +211,17 @@ class PrepareStage(_Stage):
             scrubber = Scrubber.configured(a.phone_regions, a.names, a.ner_model, protected, a.tagger, a.tagger_dir)
             reader = RecordReader(path, Task, skip_bad=True, quarantine=self.path / "quarantine.jsonl",
                                   allow_empty=True, quarantine_content=False)
-            for task in reader:
-                messages = []
-                for m in task.messages:
-                    text, found = scrubber.scrub(m.content)
-                    placeholders.update(d.type for d in found)
-                    messages.append(Message(role=m.role, content=text))
-                out.write(task.model_copy(update={"messages": messages}))
-                if task.target is not None:
-                    targets[task.task_id] = task.target.item_ids
+            for chunk in _chunks(reader, 256):
+                scrubber.prefetch([m.content for task in chunk for m in task.messages])  # the tagger, in batches
+                for task in chunk:
+                    messages = []
+                    for m in task.messages:
+                        text, found = scrubber.scrub(m.content)
+                        placeholders.update(d.type for d in found)
+                        messages.append(Message(role=m.role, content=text))
+                    out.write(task.model_copy(update={"messages": messages}))
+                    if task.target is not None:
+                        targets[task.task_id] = task.target.item_ids
         counts = {"tasks": reader.stats.good, "tasks_quarantined": reader.stats.bad,
                   "task_placeholders": dict(sorted(placeholders.items()))}
         return targets, counts

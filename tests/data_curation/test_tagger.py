@@ -129,7 +129,8 @@ def test_the_tagger_trains_once_into_its_cache_and_finds_what_it_learnt(tmp_path
     tail = [s for s in tagger.spans(long) if s.type == "NAME" and s.prob > 0.5]
     assert [long[s.start : s.end] for s in tail] == ["Yusuf"]
     # in bf16 (what precision "auto" picks on a CPU with native bf16) it finds the same spans
-    half = PiiTagger(cache_dir=tmp_path / "cache", sets_dir=sets, sets=("mine",), epochs=25, augment=0, precision="bf16")
+    half = PiiTagger(cache_dir=tmp_path / "cache", sets_dir=sets, sets=("mine",), epochs=25, augment=0,
+                     precision="bf16")
     assert half.bf16 and not tagger.bf16
     assert [[(x.start, x.end, x.type) for x in half.spans(t)] for t in texts] == \
         [[(x.start, x.end, x.type) for x in row] for row in alone]
