@@ -17,19 +17,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from data_curation.config import DEFAULT_PHONE_REGIONS
+from data_curation.pii import Scrubber
+from data_curation.pii_eval import load_set, paired_recall_ci, score
+from data_curation.tagger import EPOCHS, SETS_DIR, TRAIN_SETS, train_tagger
 
-from data_curation.config import DEFAULT_PHONE_REGIONS  # noqa: E402
-from data_curation.pii import Scrubber  # noqa: E402
-from data_curation.pii_eval import load_set, paired_recall_ci, score  # noqa: E402
-from data_curation.tagger import EPOCHS, SETS_DIR, TRAIN_SETS, train_tagger  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 HELD_OUT = ("test2", "test3")
 
@@ -67,11 +65,18 @@ def main() -> None:
     args = parser.parse_args()
     left = tuple((args.leave_out or ("dev10" if args.quick else "dev8,dev9,dev10")).split(","))
     epochs = args.epochs or (1 if args.quick else EPOCHS)
-    recipes = [int(a) for a in args.augment.split(",")]
+    try:
+        recipes = [int(a) for a in args.augment.split(",")]
+    except ValueError:
+        parser.error(f"--augment: {args.augment!r} is not a comma-separated list of whole numbers (e.g. 0,1)")
+    if any(k < 0 for k in recipes) or epochs < 1:
+        parser.error("--augment and --epochs take numbers of at least 0 and 1")
     bad = [s for s in left if s in HELD_OUT or not (SETS_DIR / f"{s}.jsonl").is_file()]
     if bad:
         parser.error(f"--leave-out: {', '.join(bad)} is a held-out set or not in {SETS_DIR}")
     train = [s for s in TRAIN_SETS if s not in left]
+    if not train:
+        parser.error("--leave-out leaves no set to train on")
     convs = [c for s in left for c in load_set(SETS_DIR / f"{s}.jsonl")]
     print(f"training on {len(train)} sets ({', '.join(train)}), {epochs} epochs; scoring {', '.join(left)} "
           f"({len(convs)} conversations)", flush=True)
