@@ -28,7 +28,7 @@ demo: $(STAMP)
 	$(VENV)/bin/sidekick world shopping --out $(DEMO_DIR)/world --items 20000 --tasks 3000 --sessions 10000 --force
 	$(VENV)/bin/sidekick world summary $(DEMO_DIR)/world
 	@# The anonymisation key lives outside the curated output; one is made on the first run.
-	@# curate: the first run on a machine trains the PII tagger once (~5 min, cached in ~/.cache/sidekick).
+	@# curate: the first run on a machine trains the PII tagger once (5-8 min, cached in ~/.cache/sidekick).
 	@test -f $(DEMO_DIR)/anonymise.key || $(PY) -c "import secrets; print(secrets.token_hex(32))" > $(DEMO_DIR)/anonymise.key
 	$(VENV)/bin/sidekick curate $(DEMO_DIR)/world --out $(DEMO_DIR)/curated --config apps/shopping/curate.yaml \
 		--key-file $(DEMO_DIR)/anonymise.key --force
