@@ -2,7 +2,9 @@
 
 Detectors, one per type, each built for precision first and then recall:
 
-- ``EMAIL``: RFC-shaped addresses (plus tags, sub-domains) and the ``name [at] host [dot] com`` form;
+- ``EMAIL``: RFC-shaped addresses (plus tags, sub-domains), the ``name [at] host [dot] com`` form and addresses said
+  aloud or spaced against bots (``lucy dot hart 77 at hotmail dot co dot uk``, ``ana punto belen arroba yahoo punto
+  es``, ``kwame.b @ gmail . com``);
 - ``IBAN``: country code + check digits + 11-30 alphanumerics, accepted only if the ISO 7064 mod-97
   check passes;
 - ``CARD``: 13-19 digits written whole or in card groupings (4-4-4-4, 4-6-5, …) that pass Luhn;
@@ -16,6 +18,8 @@ Detectors, one per type, each built for precision first and then recall:
   ``Via Roma 5``, US ``City, ST 12345``, PO boxes, and post codes after "zip / postcode";
 - ``PHONE``: :class:`phonenumbers.PhoneNumberMatcher` over several regions (numbers valid in a region's
   plan), plus merely *possible* numbers that carry a ``+`` prefix or follow a phone cue ("call", "tel");
+- numbers said word by word or spelt one character at a time ("oh one six one, double four nine …", "K as in Kilo,
+  7 7 3 0", "X Y Z dash 4 0 1 8"): a phone, or the type the cue before them names (:func:`_spelt_values`);
 - ``NAME``: :mod:`data_curation.names` (cue phrases, capitalised runs, shipped name lists; with
   ``names: lexicon`` person names of 105 countries, with ``names: ner`` a spaCy model's PERSON spans).
 
@@ -44,7 +48,7 @@ from data_curation.tagger import THRESHOLD as TAGGER_THRESHOLD
 from data_curation.tagger import TYPES as TAGGER_TYPES
 from data_curation.tagger import PiiTagger
 
-PII_RULES_VERSION = 16
+PII_RULES_VERSION = 17
 """Bumped whenever a detector changes what it finds (curation stages that scrub then re-run)."""
 PII_TYPES: tuple[str, ...] = ("EMAIL", "IBAN", "CARD", "IP", "ORDER_ID", "NATIONAL_ID", "ADDRESS", "PHONE", "NAME")
 """Every type the scrubber knows, in overlap-priority order."""
@@ -69,11 +73,45 @@ _EMAIL = re.compile(
     r"[\[(](?:at|arroba|chiocciola|arobase|klammeraffe)[\])]\s*[\w-]+"
     r"(?:\s*(?:[\[(](?:dot|punto|ponto|point)[\])]|\.)\s*[\w-]+)+"
     r"|(?i:(?<![\w.+-])[\w.+-]+@[\w-]+(?:\s+dot\s+[\w-]+)+)"  # "o.ndiaye@ucad dot sn"
-    # "lena dot k at gmx dot de": spelt-out forms need a known top-level domain at the end
-    r"|(?i:(?<![\w.+-])[\w.+-]+(?:\s+dot\s+[\w+-]+)*\s+at\s+[\w-]+(?:\s+dot\s+[\w-]+)*(?:\s+dot\s+|\.)"
-    r"(?:com|net|org|edu|gov|io|co|me|info|biz|de|uk|fr|es|it|nl|be|ch|at|pl|pt|br|mx|ar|cl|in|jp|cn|kr|ru|ua|"
-    r"au|nz|ca|us|za|ng|ke|tr|se|no|dk|fi|ie|gr|cz|vn|id|my|ph|sg|th)(?![\w-]))"
+)  # "lena dot k at gmx dot de" and other spoken forms: _EMAIL_SPELT
+# Spelt out or spaced ("park . jiwoo92 @ naver . com", "lindiwe underscore zulu at webmail dot co dot za", "jp.quintero
+# arroba gmail punto com", "priya dot nair 92 at gmail dot com"): parts joined by spoken separators, an at, and a domain
+# that ends in a top-level domain; a plain word before a spoken "at" is no mailbox ("look at amazon dot com").
+_SPOKEN_DOT = r"(?:\s*\b(?:dot|punto|ponto|point|punkt)\b\s*|\.)"
+_SPOKEN_JOIN = r"(?:\s*\b(?:dot|punto|ponto|point|punkt|underscore|underbar|guion bajo|gui[oó]n|dash|hyphen|tiret)\b\s*|[._-])"
+_LABEL = r"[^\W_](?:[\w-]*[^\W_])?"
+_TLD = r"(?:[a-z]{2}|com|net|org|edu|gov|info|biz|online|store|shop|app|dev|mail)(?![\w-])"
+
+
+def _spelt_email_re(at: str, join: str, dot: str) -> re.Pattern[str]:
+    return re.compile(rf"(?i)(?<![\w.+-])(?P<local>[\w+-]+(?:{join}[\w+-]+)*(?:\s+\d{{1,4}})?)(?P<at>{at})"
+                      rf"{_LABEL}(?:{dot}{_LABEL})*{dot}{_TLD}(?![.@]\w)")
+
+
+_EMAIL_SPELT = (  # with "@" the dots may be spaced ("hodan.w @ gmail . com"); with a spoken at they are said or bare
+    _spelt_email_re(r"\s*@\s*", rf"(?:\s*[._-]\s*|{_SPOKEN_JOIN})", rf"(?:\s*\.\s*|{_SPOKEN_DOT})"),
+    _spelt_email_re(r"\s+(?:at|arroba|chiocciola|arobase|klammeraffe)\s+", _SPOKEN_JOIN, _SPOKEN_DOT),
 )
+_NOT_MAILBOX = frozenset(
+    "look looking looked arrive arrived arriving be is am are was were stay staying stayed meet meeting me us them him "
+    "her it shop shopping shopped buy buying bought sell selling sold sells available found order ordered cheaper "
+    "cheap sale check checked there here this that and or but not only even also just still listed price priced cost "
+    "costs deal deals review reviews online go went going see saw seen log login logged sign signed anything "
+    "something nothing everything site website page app store item items stock live living work working play "
+    "playing watch watching me lunch dinner breakfast home cheaper cheapest prices listing offer offers sells "
+    "ships shipped delivered arrives".split())
+
+
+def _spelt_emails(text: str) -> Iterator[Detection]:
+    if "@" not in text and not re.search(r"(?i)\b(?:at|arroba|chiocciola|arobase|klammeraffe)\b", text):
+        return
+    for m in (m for pattern in _EMAIL_SPELT for m in pattern.finditer(text)):
+        local = m.group("local")
+        if m.group("at").strip() != "@" and local.lower() in _NOT_MAILBOX:
+            continue  # "cheaper at walmart.com", "look at amazon dot com": a word before a spoken at is no mailbox
+        yield Detection(m.start(), m.end(), "EMAIL")
+
+
 _IBAN = re.compile(r"\b[A-Z]{2}\d{2}(?: ?[A-Z0-9]){11,30}\b")
 _CARD = re.compile(r"(?<![\w.,-])\d(?:[ -]?\d){12,22}(?![\w-])")
 _OCTET = r"(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)"
@@ -95,10 +133,12 @@ _ORDER_WORDS = (
     r"customer (?:no|number|id)|rma|return label|pedido nº|paquete|colis|pacco|przesyłka|посылка|отправление|"
     r"reservation|reservierung|bestellnummer|auftragsnummer|sendungsnummer|rechnungsnummer|"
     r"номер заказа|номер брони|бронь|confirmation code|booking code|itinerary|e-?ticket|voucher|locator|"
-    r"予約番号|お問い合わせ番号|追跡番号|快递单号|运单号|单号|예약번호|송장번호|운송장"
+    r"予約番号|お問い合わせ番号|追跡番号|快递单号|运单号|单号|예약번호|송장번호|운송장|"
+    r"rastreo|seguimiento|guía|dossier|résa|suivi|sendungsverfolgung|tracciamento|rastreio|kumbukumbu"
 )
 _ORDER_CUE = re.compile(
-    rf"(?i:(?:\b|(?<=\W))(?:{_ORDER_WORDS})(?:\s*(?:no\.?|nr\.?|n\.|nº|n°|№|number|num|numaram|numarası|numarasi|id|code|draft|is|was|says|#))*)"
+    rf"(?i:(?:\b|(?<=\W))(?:{_ORDER_WORDS})(?:\s*(?:no\.?|nr\.?|n\.|nº|n°|№|number|num|numaram|numarası|numarasi|id|code|draft|is|was|says|#|"
+    r"reference\b|ref\b|for (?:the|my|our|this|your) [\w-]+))*)"
     r"\s*[:#]?\s*(?P<id>#?[A-Za-z0-9](?:[A-Za-z0-9-]|[/.](?=[A-Za-z0-9])|(?<=\d{4}) (?=\d{4}\b|\d{2}(?!\s*[A-Za-z])))"
     r"{4,40})(?![\w/])"
 )
@@ -254,7 +294,7 @@ _ADDRESS_STOP = re.compile(
     r"|(?<=[.!?] )(?i:groetjes|groeten|(?:best |kind )?regards|thanks|thank you|thx|cheers|saludos|grüße|gruß|merci|"
     r"cordialement|bisous|love|obrigad[oa]|grazie|gracias|danke)\b"
 )
-_PHONE_CANDIDATE = re.compile(r"(?<![0-9A-Za-zÀ-ɏ_+])(?:\+\s?)?\(?\d(?:[\d().\-/]|[ \t](?=[\d(+]))*\d\)?")
+_PHONE_CANDIDATE = re.compile(r"(?<![0-9A-Za-zÀ-ɏ_+(])(?:\(?\+\s?)?\(?\d(?:[\d().\-/]|[ \t](?=[\d(+]))*\d\)?")
 _ROUND_RANGE = re.compile(r"[1-9]\d*0{3,}\s*[-–]\s*[1-9]\d*0{3,}")
 _PHONE_CUE = re.compile(r"(?i)\b(?:call|phone|tel(?!\s*aviv)|tlf|tfn|telefon|telefone|teléfono|telefono|telephone|mobile|mob|cell|"
                         r"number|whatsapp|text me|reach me|fax|ring|contact|cel|celular|móvil|movil|handy|portable|"
@@ -368,6 +408,13 @@ def _ips(text: str) -> Iterator[Detection]:
             yield Detection(m.start(), m.end(), "IP")
 
 
+def _a_word(token: str) -> bool:
+    """A word of English, Spanish, French, German or Portuguese ("STILL", "BLACK"), not a record locator ("QXPLMN")."""
+    from wordfreq import zipf_frequency
+
+    return any(zipf_frequency(token.lower(), lang) >= 1.5 for lang in ("en", "es", "fr", "de", "pt"))
+
+
 def _order_ids(text: str) -> Iterator[Detection]:
     for m in _ORDER_SHAPES.finditer(text):
         if _ID_CUE_FAR.search(text, max(0, m.start() - 28), m.start()) \
@@ -391,8 +438,110 @@ def _order_ids(text: str) -> Iterator[Detection]:
             continue  # "delivery 10/12/2025", "return 30days"
         if _ID_SHAPES.fullmatch(token) or _CODICE_FISCALE.fullmatch(token):
             continue  # "the booking is S8734521D": a national id's own shape wins over the order cue
-        if digits >= 4 or (digits >= 1 and token.lstrip("#").isupper() and len(token) >= 6) or token.startswith("#"):
-            yield Detection(m.start("id"), m.end("id"), "ORDER_ID")
+        if digits >= 4 or (digits >= 1 and token.lstrip("#").isupper() and len(token) >= 6) or token.startswith("#") \
+                or (token.isalpha() and token.isupper() and 5 <= len(token) <= 8
+                    and sum(c in "AEIOUY" for c in token) <= 1 and not _a_word(token)):
+            yield Detection(m.start("id"), m.end("id"), "ORDER_ID")  # "dossier QXPLMN": a record locator's letters
+
+
+# -- values read out or spelt: "oh seven seven double oh nine …", "P as in Peter, 4 4 7 1", "A B C dash 7 7 1 2" --------
+_DIGIT_WORDS = {
+    **dict.fromkeys(("zero", "nought", "cero", "zéro", "null", "nul"), "0"),
+    **dict.fromkeys(("one", "uno", "eins", "um"), "1"), **dict.fromkeys(("two", "dos", "deux", "zwei", "zwo", "dois", "due"), "2"),
+    **dict.fromkeys(("three", "tres", "trois", "drei", "três", "tre"), "3"),
+    **dict.fromkeys(("four", "cuatro", "quatre", "vier", "quatro", "quattro"), "4"),
+    **dict.fromkeys(("five", "cinco", "cinq", "fünf", "fuenf", "cinque"), "5"),
+    **dict.fromkeys(("six", "seis", "sechs", "sei"), "6"), **dict.fromkeys(("seven", "siete", "sept", "sieben", "sete", "sette"), "7"),
+    **dict.fromkeys(("eight", "ocho", "huit", "acht", "oito", "otto"), "8"),
+    **dict.fromkeys(("nine", "nueve", "neuf", "neun", "nove"), "9"),
+}
+_REPEAT_WORDS = {"double": 2, "triple": 3, "doble": 2, "doppel": 2, "doppio": 2}
+_SPELT_TOKEN = re.compile(r"\+|[^\W_]+|[,/-]")
+_AS_IN = re.compile(r"\s+(?:as in|like|for|wie|comme|como|de)\s+[A-Z][a-z]+")  # "P as in Peter", "B wie Berta"
+
+
+def _spelt_values(text: str) -> Iterator[Detection]:
+    """Numbers read out word by word or character by character ("my number is oh seven nine eight, four four one,
+    two two zero six", "zero four one two, five five five", "plus two three three …", "07700 nine hundred 418",
+    "P as in Peter, 4 4 7 1 9 0 3 2", "A B C dash 7 7 1 2"): a run of digit words (English, Spanish, French,
+    German, Portuguese, Italian; "double" / "triple" repeat the next), single characters, digit groups and the
+    dashes or commas between them. A run holding 7+ digits with at least two spelt tokens is a value; a shorter one
+    (3+ digits, 6+ spelt tokens) only right after a cue for its type. The type comes from the cue before it (an
+    identity number, an order, a card), else a phone (7-15 digits) or a reference."""
+    toks = [(m.start(), m.end(), m.group()) for m in _SPELT_TOKEN.finditer(text)]
+    i = 0
+    while i < len(toks):
+        chars, spelt, singles, j, first, last = "", 0, 0, i, None, None
+        repeat = 1
+        while j < len(toks):
+            s, e, t = toks[j]
+            if j > i and text[toks[j - 1][1] : s].strip():
+                break  # only spaces between the parts of one value: "41 D:6" or "0958 I'm" is no run
+            low = t.lower()
+            nxt = toks[j + 1][2].lower() if j + 1 < len(toks) and not text[e : toks[j + 1][0]].strip() else ""
+            if low in _DIGIT_WORDS or (low in ("oh", "o") and (chars or nxt in _DIGIT_WORDS or nxt in _REPEAT_WORDS)
+                                       and (nxt in _DIGIT_WORDS or nxt in _REPEAT_WORDS or nxt in ("oh", "o")
+                                            or (chars and chars[-1:].isdigit()))):
+                chars += _DIGIT_WORDS.get(low, "0") * repeat
+                spelt += 1
+            elif low in _REPEAT_WORDS and (nxt in _DIGIT_WORDS or nxt in ("oh", "o") or (len(nxt) == 1 and nxt.isdigit())):
+                repeat = _REPEAT_WORDS[low]
+                first = s if first is None else first
+                j += 1
+                continue
+            elif low in ("hundred", "thousand") and chars[-1:].isdigit() and toks[j - 1][2].lower() in _DIGIT_WORDS:
+                chars += "00" if low == "hundred" else "000"
+                spelt += 1
+            elif t.isdigit() and len(t) <= 6:
+                chars += t * repeat if len(t) == 1 else t
+                singles += len(t) == 1
+            elif (len(t) == 1 and t.isalpha() and t.isupper() and t not in ("I", "A")) or (
+                    len(t) == 1 and t in ("A", "I") and (nxt[:1].isdigit() or (len(nxt) == 1 and nxt.isalpha()))):
+                chars += t
+                singles += 1
+                as_in = _AS_IN.match(text, e)
+                if as_in is not None:  # "P as in Peter": the word that spells the letter is part of the value
+                    spelt += 1
+                    e = as_in.end()
+                    while j + 1 < len(toks) and toks[j + 1][0] < e:
+                        j += 1
+            elif (low == "plus" or t == "+") and not chars:
+                chars += "+"
+            elif t in (",", "-", "/") or low in ("dash", "hyphen", "slash"):
+                if not chars or chars[-1] in "-, ":
+                    break
+                chars += "-" if t == "-" or low in ("dash", "hyphen") else " "
+                j += 1
+                continue  # a separator joins two parts; it does not end the value
+            else:
+                break
+            repeat = 1
+            first = s if first is None else first
+            last = e
+            j += 1
+        if first is None or last is None:
+            i += 1
+            continue
+        digits = sum(c.isdigit() for c in chars)
+        before = text[max(0, first - 40) : first]
+        cue_id = _ID_CUE_FAR.search(before) is not None and _ORDER_CONTEXT.search(before) is None
+        cue_order = _ORDER_CONTEXT.search(before) is not None
+        cued = cue_id or cue_order or _PHONE_CUE.search(before) is not None or _CARD_CUE.search(before) is not None
+        counting = "".join(c for c in chars if c.isdigit()) in "0123456789"  # "one two three four five six seven"
+        said = spelt >= 2 or singles >= 4  # two words said for digits, or four characters one by one
+        if said and (digits >= 7 or (cued and digits >= 3 and spelt + singles >= 6)) and not (counting and not cued):
+            if cue_id:
+                kind = "NATIONAL_ID"
+            elif cue_order:
+                kind = "ORDER_ID"
+            elif _CARD_CUE.search(before) and 13 <= digits <= 19:
+                kind = "CARD"
+            elif 7 <= digits <= 15 and not any(c.isalpha() for c in chars):
+                kind = "PHONE"
+            else:
+                kind = "ORDER_ID"
+            yield Detection(first, last, kind)
+        i = max(i + 1, j)  # a run is read once: its later tokens start no run of their own (linear time)
 
 
 # The backstop for identifiers in formats no rule above knows: a token of letters, digits and - / . joins that holds
@@ -895,9 +1044,19 @@ _GLUED_BEFORE = re.compile(r"(?<![\w-])(?:[A-Z][A-Z0-9]{0,5}-){1,3}$")
 _GLUED_AFTER = re.compile(r"(?:-[A-Z][A-Z0-9]{0,5}){1,2}(?![\w-])")
 
 
+_SPACED_BEFORE = re.compile(r"(?<![\w-])[A-Z]{2,4} $")  # "tracking NZ 8834 1129 04", "PTG 4410 9982"
+_LETTERS_AFTER = re.compile(r"[A-Z]{1,3}(?![\w-])")  # "TT 4421 9083 7GB"
+
+
 def _glued_references(text: str, found: list[Detection]) -> list[Detection]:
     out = []
     for d in found:
+        if d.type in ("ORDER_ID", "PHONE") and sum(c.isdigit() for c in text[d.start : d.end]) >= 8 \
+                and (prefix := _SPACED_BEFORE.search(text, max(0, d.start - 5), d.start)) \
+                and not _ORDER_CONTEXT.fullmatch(prefix.group().strip()) and not _PHONE_CUE.fullmatch(prefix.group().strip()) \
+                and _ORDER_CONTEXT.search(text, max(0, d.start - 45), d.start):  # "DHL 1550…" names the carrier
+            tail = _LETTERS_AFTER.match(text, d.end)
+            d = Detection(prefix.start(), tail.end() if tail else d.end, "ORDER_ID")
         if d.type in ("ORDER_ID", "PHONE", "NATIONAL_ID"):
             before = _GLUED_BEFORE.search(text, max(0, d.start - 24), d.start)
             after = _GLUED_AFTER.match(text, d.end)
@@ -1055,6 +1214,8 @@ class Scrubber:
         if not text:
             return []
         found: list[Detection] = [Detection(m.start(), m.end(), "EMAIL") for m in _EMAIL.finditer(text)]
+        found.extend(_spelt_emails(text))  # the longer read wins ("tomasz underscore nowak at onet dot pl")
+        found.extend(_spelt_values(text))
         tails: list[tuple[int, int]] = []
         if any(c.isdigit() for c in text):
             for detector in (_iban, _cards, _card_fragments, _ips, _order_ids, _national_ids, _addresses, _iban_cued):
@@ -1064,7 +1225,7 @@ class Scrubber:
                 text, [d for d in found if d.type != "ADDRESS"])))
             found = _glued_references(text, _address_chains(text, [*found, *_id_backstop(text, found)]))
             found = _with_directions(text, found)
-        elif "#" in text:
+        elif "#" in text or _ORDER_CONTEXT.search(text):  # "#A1B2C3", "booking ref is QXTRFB"
             found.extend(_order_ids(text))
         names = self.names.find(text, [(d.start, d.end) for d in found])
         if _shouting(text):  # "NAME ON TICKET SHOULD BE OLUWAFEMI ADEYEMI": read it as if not shouted

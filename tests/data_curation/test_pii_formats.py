@@ -459,3 +459,52 @@ def test_a_value_cut_by_sending_too_soon_is_read_across_the_messages(scrubber: S
     assert [t for t, _ in scrubber.scrub_turns(turns)][1] == "-<ORDER_ID> sorry"
     turns = ["deliver to 8 Harbour Road, Cobh", "thanks so much"]
     assert [t for t, _ in scrubber.scrub_turns(turns)][1] == "thanks so much"
+
+
+SAID_OR_SPELT = [
+    # numbers read out word by word: digit words of six languages, "double", "hundred", "plus", groups and commas
+    ("ring me on oh one six one, double four nine, eight three two seven", "ring me on <PHONE>"),
+    ("mobile: zero six one two, three four, five six, seven eight please", "mobile: <PHONE> please"),
+    ("it's 0161 nine hundred 5522 after six", "it's <PHONE> after six"),
+    ("whatsapp plus four four seven seven zero zero nine eight one two three", "whatsapp <PHONE>"),
+    ("mi número es seis uno dos, tres cuatro cinco, seis siete ocho", "mi número es <PHONE>"),
+    ("meine Nummer: null eins sieben sechs, zwei drei vier fünf sechs sieben", "meine Nummer: <PHONE>"),
+    # spelt one character at a time after a cue for its kind
+    ("licence number is K as in Kilo, 7 7 3 0 2 1 9", "licence number is <NATIONAL_ID>"),
+    ("the booking code is X Y Z dash 4 0 1 8 thanks", "the booking code is <ORDER_ID> thanks"),
+    # e-mails said aloud or spaced against bots
+    ("write to tomasz underscore nowak at onet dot pl", "write to <EMAIL>"),
+    ("correo: ana punto belen arroba yahoo punto es", "correo: <EMAIL>"),
+    ("reach me at kwame.b @ gmail . com tonight", "reach me at <EMAIL> tonight"),
+    ("its lucy dot hart 77 at hotmail dot co dot uk", "its <EMAIL>"),
+    ("contact nadia at yandex.ru for the invoice", "contact <EMAIL> for the invoice"),
+    # references: a carrier's letters before digit groups, a record locator of letters, a phone with (+cc)
+    ("tracking number is RB 5521 0093 7716", "tracking number is <ORDER_ID>"),
+    ("seguimiento KX 4410 2231 88 por favor", "seguimiento <ORDER_ID> por favor"),
+    ("my booking ref is WQZPTF for tomorrow", "my booking ref is <ORDER_ID> for tomorrow"),
+    ("booking reference for the hotel is 8KQ2TZ", "booking reference for the hotel is <ORDER_ID>"),
+    ("Tel (+49) 30 1234 5678, ask for the desk", "Tel <PHONE>, ask for the desk"),
+]
+
+
+@pytest.mark.parametrize(("text", "expected"), SAID_OR_SPELT, ids=[t[:36] for t, _ in SAID_OR_SPELT])
+def test_values_said_aloud_or_spelt_are_removed(scrubber: Scrubber, text: str, expected: str) -> None:
+    assert scrubber.scrub(text)[0] == expected
+
+
+SAID_KEPT = [
+    "we need two, then three, then one more of the blue ones",
+    "count with me: one two three four five six seven eight",
+    "sizes S = 34-36, M = 38-40, L = 42-44",
+    "I found it cheaper at walmart.com last week",
+    "look at amazon dot com for the same kettle",
+    "we stayed at home. it was raining all day",
+    "the order STILL has not arrived, is the BLACK one in stock?",
+    "track it with DHL or UPS, whichever is faster",
+    "I think I'd like the A4 size and the B5 one",
+]
+
+
+@pytest.mark.parametrize("text", SAID_KEPT, ids=[t[:36] for t in SAID_KEPT])
+def test_counting_sizes_shops_and_shouted_words_are_kept(scrubber: Scrubber, text: str) -> None:
+    assert scrubber.scrub(text)[1] == []
