@@ -199,7 +199,7 @@ _ID_SHAPES = re.compile(
 # rarely pass): Chinese resident id, Swedish / Danish / Finnish / Norwegian personal numbers, French NIR,
 # Spanish DNI, Aadhaar, PESEL, Turkish TCKN.
 _ID_CHECKED = re.compile(
-    r"(?P<cn>\b[1-9]\d{5}(?:19|20)\d{2}(?:0[1-9]|1[0-2])(?:0[1-9]|[12]\d|3[01])\d{3}[\dXx]\b)"
+    r"(?P<cn>(?<![0-9A-Za-z])[1-9]\d{5}(?:19|20)\d{2}(?:0[1-9]|1[0-2])(?:0[1-9]|[12]\d|3[01])\d{3}[\dXx](?![0-9A-Za-z]))"
     r"|(?P<nordic>\b(?:19|20)?\d{6}[-+]\d{4}\b)"
     r"|(?P<fi>\b\d{6}[-+A]\d{3}[0-9A-FHJ-NPR-Y]\b)"
     r"|(?P<nir>\b[12] ?\d{2} ?(?:0[1-9]|1[0-2]|[2-9]\d) ?(?:\d{2}|2[AB]) ?\d{3} ?\d{3} ?\d{2}\b)"

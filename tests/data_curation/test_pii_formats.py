@@ -484,6 +484,8 @@ SAID_OR_SPELT = [
     ("my booking ref is WQZPTF for tomorrow", "my booking ref is <ORDER_ID> for tomorrow"),
     ("booking reference for the hotel is 8KQ2TZ", "booking reference for the hotel is <ORDER_ID>"),
     ("Tel (+49) 30 1234 5678, ask for the desk", "Tel <PHONE>, ask for the desk"),
+    # a checked id glued to the letters of a script without spaces
+    ("身份证号码是11010519491231002X谢谢", "身份证号码是<NATIONAL_ID>谢谢"),
 ]
 
 
