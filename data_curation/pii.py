@@ -88,8 +88,9 @@ def _spelt_email_re(at: str, join: str, dot: str) -> re.Pattern[str]:
                       rf"{_LABEL}(?:{dot}{_LABEL})*{dot}{_TLD}(?![.@]\w)")
 
 
-_EMAIL_SPELT = (  # with "@" the dots may be spaced ("hodan.w @ gmail . com"); with a spoken at they are said or bare
-    _spelt_email_re(r"\s*@\s*", rf"(?:\s*[._-]\s*|{_SPOKEN_JOIN})", rf"(?:\s*\.\s*|{_SPOKEN_DOT})"),
+_EMAIL_SPELT = (  # with "@" a dot may have a space on each side ("hodan.w @ gmail . com", not "…@yahoo.com. Hi");
+    # with a spoken at the dots are said or bare
+    _spelt_email_re(r"\s*@\s*", rf"(?:\s+[._-]\s+|[._-]|{_SPOKEN_JOIN})", rf"(?:\s+\.\s+|{_SPOKEN_DOT})"),
     _spelt_email_re(r"\s+(?:at|arroba|chiocciola|arobase|klammeraffe)\s+", _SPOKEN_JOIN, _SPOKEN_DOT),
 )
 _NOT_MAILBOX = frozenset(

@@ -478,6 +478,8 @@ SAID_OR_SPELT = [
     ("reach me at kwame.b @ gmail . com tonight", "reach me at <EMAIL> tonight"),
     ("its lucy dot hart 77 at hotmail dot co dot uk", "its <EMAIL>"),
     ("contact nadia at yandex.ru for the invoice", "contact <EMAIL> for the invoice"),
+    ("mail me at wren88@yahoo.com. Do you ship to Oslo?", "mail me at <EMAIL>. Do you ship to Oslo?"),
+    ("Hi. lena.k@gmx.de is mine", "Hi. <EMAIL> is mine"),
     # references: a carrier's letters before digit groups, a record locator of letters, a phone with (+cc)
     ("tracking number is RB 5521 0093 7716", "tracking number is <ORDER_ID>"),
     ("seguimiento KX 4410 2231 88 por favor", "seguimiento <ORDER_ID> por favor"),
