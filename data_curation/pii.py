@@ -742,6 +742,37 @@ def _national_ids(text: str) -> Iterator[Detection]:
             yield Detection(tok.start(), tok.end(), "NATIONAL_ID")
 
 
+# "Address: …", "địa chỉ giao hàng: Số 12 ngõ 45 Phố Huế", "پتہ: مکان نمبر 14، گلی 3، …": after a word for address and a
+# colon (or "is"), the rest of the sentence is the address when it holds a number, whatever its format or script.
+_ADDRESS_CUE = re.compile(
+    r"(?i)(?<![\w@.-])(?<!e-)(?<!e)(?<!ip )(?<!web )(?<!mac )(?<!wallet )(?<!mail )"
+    r"(?:address|addr|adresse|adres|adresa|adressen|dirección|direccion|indirizzo|endereço|endereco|morada|alamat|"
+    r"địa chỉ|dia chi|адрес|адреса|地址|住所|주소|ที่อยู่|ঠিকানা|पता|پتہ|پتا|عنوان|العنوان|כתובת|διεύθυνση|"
+    r"አድራሻ|cinwaan(?:ka)?|ناونیشان|osoite|cím|naslov|manzil|anwani|adirẹsi|adreso)"
+    r"(?:\s+(?:de|da|do|del|di|für|for|of|giao hàng|nhận hàng|lengkap|pengiriman|entrega|envío|envio|livraison|"
+    r"consegna|lieferung|delivery|shipping|billing|postal|postale|is|es|est|ist|é|è|là))*\s*(?:[:：፡፦=]|\bis\b)\s*")
+_CUED_ADDRESS_END = re.compile(
+    r"\n|;|\s[|–—-]\s|[!?？！。]"
+    r"|(?<!\b[^\W\d_])(?<!\b[^\W\d_]{2})(?<!\b[^\W\d_]{3})(?<!\b[^\W\d_]{4})\.(?=\s*$|\s+[^\W\d_])"
+    r"|\.(?=\s+(?:[a-zß-ÿ]|(?:I|I'm|Can|Could|Would|Please|Hi|Hello|Thanks|Do|Does|Is|Are|What|Where|When|How|Any|My|"
+    r"The|This|We|You|Just|Need|Send|Ship|Also|And|But|So|Pls|Ok|OK)\b))"
+    # a sentence ends: "Leipzig. just browsing", "M1 8AW. I need", "Köln. Can you"; not "Hauptstr. 5" nor an
+    # abbreviation before a name ("Kel. Sukajadi", "Co. Galway")
+    r"|\s(?=\S*@)|\s(?=\+?\d[\d ().-]{7,}\d)"  # an e-mail, a phone or a card after it is not the address
+    r"|(?i:\s(?:i'm|i am|my name|reach me|recipient|receiver|name|nama|a\.n\.|attn|tel|phone|mobile|e-?mail|call|contact|"
+    r"thanks|thank you|please|pls|gracias|merci|danke|terima kasih)\b)")
+
+
+def _cued_addresses(text: str) -> Iterator[Detection]:
+    for m in _ADDRESS_CUE.finditer(text):
+        end = _CUED_ADDRESS_END.search(text, m.end())
+        stop = end.start() if end is not None else len(text)
+        raw = text[m.end() : stop]
+        span = raw.rstrip(" ,.;:،，、")
+        if span and any(c.isdigit() for c in span) and len(span) <= 160 and len(span.split()) >= 2:
+            yield Detection(m.end(), m.end() + len(span), "ADDRESS")
+
+
 def _addresses(text: str) -> Iterator[Detection]:
     """Address spans of every rule, overlapping ones merged ("Moda Cd. 41 D" + "D:6, 34710 Kadıköy")."""
     spans = [m.span() for m in _ADDRESS.finditer(text)]
@@ -1219,7 +1250,8 @@ class Scrubber:
         found.extend(_spelt_values(text))
         tails: list[tuple[int, int]] = []
         if any(c.isdigit() for c in text):
-            for detector in (_iban, _cards, _card_fragments, _ips, _order_ids, _national_ids, _addresses, _iban_cued):
+            for detector in (_iban, _cards, _card_fragments, _ips, _order_ids, _national_ids, _addresses, _iban_cued,
+                             _cued_addresses):
                 found.extend(detector(text))
             found, tails = _cut_addresses(text, resolve(_cued_not_cards(text, found)))
             found = _phones_past_addresses(text, found, list(self.phones.find(

@@ -512,3 +512,29 @@ SAID_KEPT = [
 @pytest.mark.parametrize("text", SAID_KEPT, ids=[t[:36] for t in SAID_KEPT])
 def test_counting_sizes_shops_and_shouted_words_are_kept(scrubber: Scrubber, text: str) -> None:
     assert scrubber.scrub(text)[1] == []
+
+
+CUED_ADDRESSES = [
+    # after a word for address and a colon, the rest of the sentence, whatever its format or script
+    ("alamat: Perum Bumi Indah Blok D4 No. 7, Kel. Cempaka, Kec. Ilir, Jambi 36125", "alamat: <ADDRESS>"),
+    ("Địa chỉ nhận hàng: Số 8 ngõ 12 Phố Hàng Bạc", "Địa chỉ nhận hàng: <ADDRESS>"),
+    ("پتہ: مکان نمبر 22، گلی 9، سیکٹر جی ٹین، راولپنڈی", "پتہ: <ADDRESS>"),
+    ("Adresse : Hauptstr. 7, 80331 München. Danke!", "Adresse : <ADDRESS>. Danke!"),
+    ("my address is Flat 3, 19 Mill Road, Leeds LS2 4AB. just browsing lamps",
+     "my address is <ADDRESS>. just browsing lamps"),
+]
+
+
+@pytest.mark.parametrize(("text", "expected"), CUED_ADDRESSES, ids=[t[:36] for t, _ in CUED_ADDRESSES])
+def test_the_sentence_after_an_address_cue_is_the_address(scrubber: Scrubber, text: str, expected: str) -> None:
+    assert scrubber.scrub(text)[0] == expected
+
+
+@pytest.mark.parametrize("text", [
+    "address: same as last time please",
+    "what is the address of your store in Lyon?",
+    "the IP address is on the router label",
+    "my email address is on the order",
+])
+def test_an_address_cue_without_a_number_after_it_removes_nothing(scrubber: Scrubber, text: str) -> None:
+    assert scrubber.scrub(text)[1] == []
