@@ -458,6 +458,10 @@ _DIGIT_WORDS = {
 }
 _REPEAT_WORDS = {"double": 2, "triple": 3, "doble": 2, "doppel": 2, "doppio": 2}
 _SPELT_TOKEN = re.compile(r"\+|[^\W_]+|[,/-]")
+_SPELT_HINT = re.compile(  # two digit words in a row, or four characters one by one
+    rf"(?i)\b(?:{'|'.join(sorted({*_DIGIT_WORDS, *_REPEAT_WORDS, 'oh', 'o', 'hundred'}, key=len, reverse=True))})"
+    rf"[\s,/-]+(?:{'|'.join(sorted({*_DIGIT_WORDS, *_REPEAT_WORDS, 'oh', 'o', 'hundred'}, key=len, reverse=True))})\b"
+    r"|(?<!\w)\w[\s,/-]+\w[\s,/-]+\w[\s,/-]+\w(?!\w)")
 _AS_IN = re.compile(r"\s+(?:as in|like|for|wie|comme|como|de)\s+[A-Z][a-z]+")  # "P as in Peter", "B wie Berta"
 
 
@@ -469,6 +473,8 @@ def _spelt_values(text: str) -> Iterator[Detection]:
     dashes or commas between them. A run holding 7+ digits with at least two spelt tokens is a value; a shorter one
     (3+ digits, 6+ spelt tokens) only right after a cue for its type. The type comes from the cue before it (an
     identity number, an order, a card), else a phone (7-15 digits) or a reference."""
+    if not _SPELT_HINT.search(text):  # most texts say no digit word and spell nothing: skip them cheaply
+        return
     toks = [(m.start(), m.end(), m.group()) for m in _SPELT_TOKEN.finditer(text)]
     i = 0
     while i < len(toks):
