@@ -201,6 +201,10 @@ _CJK_HONORIFIC = re.compile(r"(?<![\u4e00-\u9fff\u3040-\u30ff])([\u4e00-\u9fff]{
                             r"\s*(?:고객님?|회원님?)?\s*(?:입니다|이에요|예요|님|씨)")
 _ANY_SCRIPT_CUE = re.compile(
     r"(?i:(?:\b(?:order |gift |parcel |package |it's |its )?for|\bnames?|\bto|\battn|\brecipient|\bfrom)[:：]\s*)"
+    # "name on card is JOHN-PAUL NKOSANA", "name as in passport SHARMA PRIYA", "the name on the ticket: …"
+    r"|(?i:\bname (?:on|in|for) (?:the |my |your |his |her )?(?:card|ticket|booking|passport|reservation|account|order|"
+    r"parcel|package|id|visa|invoice)(?: should be| must be| is| reads)?\s*[:：]?\s*"
+    r"|\bname as (?:in|on) (?:the |my |his |her )?(?:passport|id|card)\s*[:：]?\s*)"
     r"|(?i:\b(?:a nombre de|nombre(?: es)?|me llamo|soy|je m'appelle|je suis|nom|nome|mi chiamo|sono|ich bin|ich heiße|"
     r"nachname|vorname|first name|last name|surname|family name|given name|apellidos?|cognome|sobrenome|"
     r"passenger|guest|recipient|receiver|người nhận|tên|tên tôi là|mình là|em là|anh là|chị là|"
@@ -947,7 +951,8 @@ class NameFinder:
                 key = w.group().casefold()
                 tok = _Tok(w.start(), w.end(), w.group())
                 namey = self._lexical_name(tok) or key in self.known or (tok.titled and (
-                    key not in lex.common or lex.is_name(key)))
+                    key not in lex.common or lex.is_name(key))) or (
+                    len(tok.text) > 1 and tok.text.isupper() and key not in lex.common)  # "SHARMA PRIYA", as on a passport
                 if all(k.group() in _PARTICLES for k in keep) and key in _PARTICLES and tok.text.islower() \
                         and len(toks) > 1 and _SURNAME_CUE.search(m.group()):
                     keep.append(w)  # "Nachname: von Bredow-Hagen"

@@ -538,3 +538,21 @@ def test_the_sentence_after_an_address_cue_is_the_address(scrubber: Scrubber, te
 ])
 def test_an_address_cue_without_a_number_after_it_removes_nothing(scrubber: Scrubber, text: str) -> None:
     assert scrubber.scrub(text)[1] == []
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("name on card is BUKOLA ADEYEMI-COLE", "name on card is <NAME>"),
+    ("name as in passport OYELARAN TEMITOPE", "name as in passport <NAME>"),
+    ("the name on the ticket should be PHAM QUYNH ANH", "the name on the ticket should be <NAME>"),
+])
+def test_a_name_in_capitals_after_a_document_cue_is_a_name(scrubber: Scrubber, text: str, expected: str) -> None:
+    assert scrubber.scrub(text)[0] == expected
+
+
+@pytest.mark.parametrize("text", [
+    "name on the card: VISA GOLD",
+    "the brand name is NIKE AIR",
+    "the name on the order is wrong, ASAP fix",
+])
+def test_capitals_after_a_name_cue_that_are_words_are_kept(scrubber: Scrubber, text: str) -> None:
+    assert scrubber.scrub(text)[1] == []
