@@ -94,12 +94,12 @@ _EMAIL_SPELT = (  # with "@" a dot may have a space on each side ("hodan.w @ gma
     _spelt_email_re(r"\s+(?:at|arroba|chiocciola|arobase|klammeraffe)\s+", _SPOKEN_JOIN, _SPOKEN_DOT),
 )
 _NOT_MAILBOX = frozenset(
-    "look looking looked arrive arrived arriving be is am are was were stay staying stayed meet meeting me us them him "
-    "her it shop shopping shopped buy buying bought sell selling sold sells available found order ordered cheaper "
-    "cheap sale check checked there here this that and or but not only even also just still listed price priced cost "
-    "costs deal deals review reviews online go went going see saw seen log login logged sign signed anything "
-    "something nothing everything site website page app store item items stock live living work working play "
-    "playing watch watching me lunch dinner breakfast home cheaper cheapest prices listing offer offers sells "
+    "look looking looked arrive arrived arriving be is am are was were stay staying stayed meet meeting me us "
+    "them him her it shop shopping shopped buy buying bought sell selling sold sells available found order "
+    "ordered cheaper cheap sale check checked there here this that and or but not only even also just still "
+    "listed price priced cost costs deal deals review reviews online go went going see saw seen log login logged "
+    "sign signed anything something nothing everything site website page app store item items stock live living "
+    "work working play playing watch watching lunch dinner breakfast home cheapest prices listing offer offers "
     "ships shipped delivered arrives".split())
 
 
@@ -751,7 +751,7 @@ def _national_ids(text: str) -> Iterator[Detection]:
 # "Address: …", "địa chỉ giao hàng: Số 12 ngõ 45 Phố Huế", "پتہ: مکان نمبر 14، گلی 3، …": after a word for address and a
 # colon (or "is"), the rest of the sentence is the address when it holds a number, whatever its format or script.
 _ADDRESS_CUE = re.compile(
-    r"(?i)(?<![\w@.-])(?<!e-)(?<!e)(?<!ip )(?<!web )(?<!mac )(?<!wallet )(?<!mail )"
+    r"(?i)(?<![\w@.-])(?<!ip )(?<!web )(?<!mac )(?<!wallet )(?<!mail )"  # not "IP address", "e-mail address"
     r"(?:address|addr|adresse|adres|adresa|adressen|dirección|direccion|indirizzo|endereço|endereco|morada|alamat|"
     r"địa chỉ|dia chi|адрес|адреса|地址|住所|주소|ที่อยู่|ঠিকানা|पता|پتہ|پتا|عنوان|العنوان|כתובת|διεύθυνση|"
     r"አድራሻ|cinwaan(?:ka)?|ناونیشان|osoite|cím|naslov|manzil|anwani|adirẹsi|adreso)"
