@@ -248,7 +248,10 @@ _ST_TYPES = (
     r"Alley|Plaza|Pike|Parade|Esplanade|Quay|Wharf)\.?"
 )
 _CAPWORD = r"[A-Z][\w'’.-]*"
-_CITY = r"[A-ZÀ-Þ][a-zß-ÿ'’.-]+(?:[ -][A-ZÀ-Þ][a-zß-ÿ'’.-]+){0,2}"
+# A town's word: capitalised, or a short abbreviation with its dot ("St. Louis"); a sentence's full stop after a town is
+# not part of it, nor is the next sentence's first word ("… 50007 Köln. Can you …").
+_CITY_WORD = r"[A-ZÀ-Þ](?:[a-zß-ÿ'’-]+(?:\.[a-zß-ÿ'’-]+)*|[a-zß-ÿ]{0,2}\.)"
+_CITY = rf"{_CITY_WORD}(?:[ -]{_CITY_WORD}){{0,2}}"
 _UNIT = r"(?:Apt\.?|Apartment|Suite|Ste\.?|Unit|Flat|Floor|Fl\.?|Room|Rm\.?|#)\s*[A-Za-z0-9-]{1,6}"
 _ZIP = r"\d{5}(?:-\d{4})?"
 _UKPC = r"[A-Z]{1,2}\d[A-Z\d]?\s?\d[ABD-HJLNP-UW-Z]{2}"

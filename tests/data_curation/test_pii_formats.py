@@ -556,3 +556,14 @@ def test_a_name_in_capitals_after_a_document_cue_is_a_name(scrubber: Scrubber, t
 ])
 def test_capitals_after_a_name_cue_that_are_words_are_kept(scrubber: Scrubber, text: str) -> None:
     assert scrubber.scrub(text)[1] == []
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("Send it to Lena Roth, Bergstraße 12, 80331 München. Can you gift-wrap it?",
+     "Send it to <NAME>, <ADDRESS>. Can you gift-wrap it?"),
+    ("my address is 12 Main St, Springfield. Please deliver before 5",
+     "my address is <ADDRESS>. Please deliver before 5"),
+    ("ship to 4 Elm St, St. Louis, MO 63101 thanks", "ship to <ADDRESS> thanks"),
+])
+def test_an_address_ends_with_its_town_not_with_the_next_sentence(scrubber: Scrubber, text: str, expected: str) -> None:
+    assert scrubber.scrub(text)[0] == expected
