@@ -768,14 +768,15 @@ _CUED_ADDRESS_END = re.compile(
     # a sentence ends: "Leipzig. just browsing", "M1 8AW. I need", "Köln. Can you"; not "Hauptstr. 5" nor an
     # abbreviation before a name ("Kel. Sukajadi", "Co. Galway")
     r"|\s(?=\S*@)|\s(?=\+?\d[\d ().-]{7,}\d)"  # an e-mail, a phone or a card after it is not the address
-    r"|(?i:\s(?:i'm|i am|my name|reach me|recipient|receiver|name|nama|a\.n\.|attn|tel|phone|mobile|e-?mail|call|contact|"
-    r"thanks|thank you|please|pls|gracias|merci|danke|terima kasih)\b)")
+    # with _ADDRESS_STOP's cues (a phone, a recipient, an e-mail, a closing), these introduce the next thing said
+    r"|(?i:\s(?:i'm|i am|my name|reach me|name|nama|a\.n\.|call|thanks|thank you|please|pls|gracias|merci|danke|"
+    r"terima kasih)\b)")
 
 
 def _cued_addresses(text: str) -> Iterator[Detection]:
     for m in _ADDRESS_CUE.finditer(text):
-        end = _CUED_ADDRESS_END.search(text, m.end())
-        stop = end.start() if end is not None else len(text)
+        ends = [e.start() for e in (_CUED_ADDRESS_END.search(text, m.end()), _ADDRESS_STOP.search(text, m.end())) if e]
+        stop = min(ends, default=len(text))
         raw = text[m.end() : stop]
         span = raw.rstrip(" ,.;:،，、")
         if span and any(c.isdigit() for c in span) and len(span) <= 160 and len(span.split()) >= 2:
