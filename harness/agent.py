@@ -14,7 +14,9 @@ with the reason.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
+import logging
 import re
 import threading
 from collections import Counter
@@ -43,6 +45,8 @@ from sid.codebook import SidMap, parse_sid
 from sid.decoding import VllmSidLogitsProcessor
 from sid.tokens import SidTokenMap
 from sid.trie import ItemFilter, SidTrie
+
+log = logging.getLogger(__name__)
 
 _SID_SPAN = re.compile(r"(?:<s\d+_\d+>)+")
 """A SID written out as text: ``<s1_12><s2_200><s3_3><s4_0>`` (or a prefix of one)."""
@@ -130,18 +134,87 @@ class ReplyFrame:
     stop: str
     end: str = ""
     probes: tuple[str, ...] = ()
+    jumps: tuple[tuple[str, str], ...] = ()
+    """Fixed runs inside the reply, ``(pattern, text)``: once the text the model has written after ``start`` ends with
+    a match of the regex ``pattern``, ``text`` follows without a decode step per token (jump-forward decoding, under
+    greedy decoding only: :class:`FrameJumps`), e.g. the next JSON key after a value's closing ``",``."""
+    choices: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    """Closed sets of values, ``(pattern, values)``: once the written text ends with a match of ``pattern`` whose
+    group 1 starts exactly one of ``values`` (and is shorter), the rest of that value follows the same way."""
 
 
 @dataclass(frozen=True)
 class FrameTokens:
     """A :class:`ReplyFrame` under one tokenizer: the forced ``ids`` and their ``text`` (a prefix of ``start``),
-    the ``end`` text and ``end_ids``."""
+    the ``end`` text and ``end_ids``; ``jump``, the frame's jump-forward oracle (None when it has no runs or they do
+    not hold on its probes' tokens), and ``tokens_per_step``, the fewest reply tokens per model-chosen token over the
+    probes with it (1.0 without), which turns a budget's decode steps into a token cap."""
 
     ids: list[int]
     text: str
     stop: str
     end: str
     end_ids: list[int]
+    jump: FrameJumps | None = None
+    tokens_per_step: float = 1.0
+
+
+class FrameJumps:
+    """A reply frame's jump-forward oracle under one tokenizer (:data:`infra.engines.base.JumpOracle`): the tokens
+    that must follow what the model has written after the frame's forced opening.
+
+    The forced text (a :attr:`ReplyFrame.jumps` run or the rest of a :attr:`ReplyFrame.choices` value) becomes tokens
+    the way the whole reply tokenizes: the opening, the written text and the forced text are encoded together, and
+    nothing is forced unless that encoding starts with exactly the opening's and the model's tokens. Its last token
+    is left to the model when some longer token starts with it (``' "'`` may be the start of ``' "#'``), unless the
+    run completes the stop string (nothing follows it).
+    """
+
+    def __init__(self, tokenizer: Any, head_ids: Sequence[int], head_text: str, stop: str,
+                 jumps: Sequence[tuple[str, str]], choices: Sequence[tuple[str, Sequence[str]]]) -> None:
+        self.tokenizer, self.head_ids, self.head_text, self.stop = tokenizer, list(head_ids), head_text, stop
+        self.jumps = [(re.compile(f"(?:{pattern})\\Z"), text) for pattern, text in jumps]
+        self.choices = [(re.compile(f"(?:{pattern})\\Z"), tuple(values)) for pattern, values in choices]
+        self.extendable = _extendable_tokens(tokenizer)
+
+    def __call__(self, output_ids: list[int]) -> list[int]:
+        text = self.tokenizer.decode(output_ids, skip_special_tokens=False)
+        then = self.forced_text(text)
+        if not then:
+            return []
+        head = [*self.head_ids, *output_ids]
+        full = [int(i) for i in self.tokenizer(self.head_text + text + then, add_special_tokens=False)["input_ids"]]
+        if full[:len(head)] != head:  # the model's tokens are not how its text tokenizes: no jump
+            return []
+        forced = full[len(head):]
+        if forced and (self.extendable is None or forced[-1] in self.extendable) and self.stop not in text + then:
+            forced = forced[:-1]
+        return forced
+
+    def forced_text(self, text: str) -> str:
+        """The text that must follow ``text`` (what the model wrote after the opening), or ``""``."""
+        for pattern, then in self.jumps:
+            if pattern.search(text):
+                return then
+        for pattern, values in self.choices:
+            match = pattern.search(text)
+            if match:
+                partial = match.group(1)
+                fits = [v for v in values if v.startswith(partial)]
+                if len(fits) == 1 and len(fits[0]) > len(partial):
+                    return fits[0][len(partial):]
+        return ""
+
+
+def _extendable_tokens(tokenizer: Any) -> frozenset[int] | None:
+    """Ids of the tokens whose string is the start of a longer token's (sorted, each one's longer extensions follow
+    it directly); None (take every token as one) for a tokenizer that does not list its vocabulary."""
+    if not hasattr(tokenizer, "convert_ids_to_tokens") or not hasattr(tokenizer, "__len__"):
+        return None
+    vocab = tokenizer.convert_ids_to_tokens(list(range(len(tokenizer))))
+    strings = sorted({str(t) for t in vocab if t is not None})
+    starts = {a for a, b in itertools.pairwise(strings) if b.startswith(a)}
+    return frozenset(i for i, t in enumerate(vocab) if t is not None and str(t) in starts)
 
 
 def frame_tokens(tokenizer: Any, frame: ReplyFrame) -> FrameTokens:
@@ -162,7 +235,33 @@ def frame_tokens(tokenizer: Any, frame: ReplyFrame) -> FrameTokens:
     text = frame.start if keep == len(ids) else tokenizer.decode(kept, skip_special_tokens=False)
     if not frame.start.startswith(text):
         kept, text = [], ""
-    return FrameTokens(ids=kept, text=text, stop=frame.stop, end=frame.end, end_ids=encode(frame.end))
+    jump, ratio = None, 1.0
+    if kept and (frame.jumps or frame.choices) and callable(getattr(tokenizer, "decode", None)):
+        jump = FrameJumps(tokenizer, kept, text, frame.stop, frame.jumps, frame.choices)
+        ratios = [_jumped(jump, encode(frame.start + probe)[len(kept):], frame.stop, tokenizer)
+                  for probe in frame.probes]
+        if not ratios or None in ratios:
+            log.warning("the reply frame's jumps do not hold on its probes' tokens under this tokenizer: off")
+            jump = None
+        else:
+            ratio = min(r for r in ratios if r is not None)
+    return FrameTokens(ids=kept, text=text, stop=frame.stop, end=frame.end, end_ids=encode(frame.end), jump=jump,
+                       tokens_per_step=ratio)
+
+
+def _jumped(jump: FrameJumps, reply: list[int], stop: str, tokenizer: Any) -> float | None:
+    """Decode ``reply`` (a probe's tokens after the opening) with ``jump``, the model choosing each token the oracle
+    does not force: its tokens per chosen token up to the stop string, or None where a forced run differs from the
+    reply's own tokens."""
+    end = next((k for k in range(1, len(reply) + 1) if stop in tokenizer.decode(reply[:k])), len(reply))
+    i = chosen = 0
+    while i < end:
+        i, chosen = i + 1, chosen + 1
+        forced = jump(reply[:i])
+        if reply[i:i + len(forced)] != forced:
+            return None
+        i += len(forced)
+    return end / max(chosen, 1)
 
 
 @dataclass
@@ -501,11 +600,16 @@ class TurnRun:
         if self.budget.expired():
             return self._stop("budget")
         cfg, budget = loop.config, self.budget
+        frame = loop.frame()
+        # greedy decoding with a frame that has fixed runs inside the reply: they are not decoded step by step, so
+        # the steps that fit in the budget carry more tokens
+        jump = frame.jump if frame is not None and cfg.temperature == 0 else None
         cap = self._token_cap()
+        if jump is not None and frame is not None:
+            cap = min(cfg.max_new_tokens, int(cap * frame.tokens_per_step))
         if cap < cfg.min_new_tokens:
             return self._stop("budget")
         seed = None if cfg.seed is None else call_seed(cfg.seed, self.session.turns, result.steps)
-        frame = loop.frame()
         stop: tuple[str, ...] = ()
         if frame is not None:  # the reply's fixed opening goes into the prompt; the model stops at its close
             ids, stop = [*ids, *frame.ids], (frame.stop,)
@@ -515,7 +619,7 @@ class TurnRun:
         self._framed = frame
         return GenerationRequest(prompt=ids, params=params, constraint=loop.sid_constraint(self.ctx),
                                  deadline=budget.deadline if budget.hard else None,
-                                 cancel=budget.cancel if budget.hard else None)
+                                 cancel=budget.cancel if budget.hard else None, jump=jump)
 
     def _token_cap(self) -> int:
         """Output tokens that fit before the deadline: from the engine's forecast (queue wait, measured prefill

@@ -16,6 +16,7 @@ out of time.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import re
 from collections.abc import Iterable
@@ -80,9 +81,15 @@ cites them) and the tool schemas (~1,000 tokens) stay out of every prompt."""
 _CALL = render_call("answer", {"item": "this", "fact": "price"})
 ANSWER_FRAME = ReplyFrame(
     start=_CALL[:_CALL.index('item"')], stop="}}", end=_CALL[_CALL.rindex("}}") + 2:],
-    probes=('item": "this", "fact": "price"}}', 'fact": "chat"}}'))
+    probes=('item": "this", "fact": "price"}}', 'fact": "chat"}}', 'item": "#3", "fact": "shipping_days"}}',
+            'item": "Voltix earbuds", "fact": "price", "versus": "before"}}', 'fact": "unknown"}}'),
+    jumps=((r'^(?:item|fact)', '": "'), (r'item": "[^"]*",', ' "fact": "'), (r'fact": "[^"]*",', ' "versus": "'),
+           (r'(?:fact|versus)": "[^"]*"', "}}")))
 """The compact protocol's reply frame: every reply is ``<tool_call>\\n{"name": "answer", "arguments": {"`` + the
-arguments + ``}}`` + ``\\n</tool_call>``; the model writes only the arguments (:class:`harness.agent.ReplyFrame`)."""
+arguments + ``}}`` + ``\\n</tool_call>``; the model writes only the arguments (:class:`harness.agent.ReplyFrame`),
+and under greedy decoding not even their keys: after ``item`` or ``fact`` comes ``": "``, after the item's value
+``, "fact": "``, after the fact's ``, "versus": "`` or ``}}`` (:attr:`~harness.agent.ReplyFrame.jumps`); the
+served app also completes a fact's name once its start names one fact (:func:`livestream_app`)."""
 UNKNOWN, CHAT = "unknown", "chat"
 """``answer``'s facts for a question no fact sheet answers and for a message not about the products."""
 
@@ -311,7 +318,8 @@ def livestream_app(world: Path | str | None = None, *, catalog: Catalog | None =
         fallback=fallback, resources=LivestreamResources(by_id, facts), prompt_tools=False,
         listing=functools.cache(lambda: stream_listing(by_id, catalog)),  # streams never change while served
         default_budget_ms=budget_ms, max_steps=max_steps, require_stock=False, turn_note=turn_note,
-        first_answer=sure_answer if reader_first else None, reply_frame=ANSWER_FRAME,
+        first_answer=sure_answer if reader_first else None,
+        reply_frame=dataclasses.replace(ANSWER_FRAME, choices=((r'fact": "([^"]+)', (*sorted(facts), UNKNOWN, CHAT)),)),
     )
 
 

@@ -23,6 +23,12 @@ serving replica can be lent to rollout and back. Definitions that both must agre
 * **streaming** — a request may carry a ``stream`` sink: the engine calls ``stream(index, token_id)`` on its
   own thread for every token it chooses for completion ``index`` (the eos included; beams and engines that
   cannot stream call it once per token after the call). It must be quick and must not raise.
+* **jump-forward** — a request may carry a ``jump`` oracle (:class:`JumpOracle`): given the tokens generated so far
+  it names the tokens that must come next (a fixed run of a grammar, e.g. a JSON key between two values), or none.
+  An engine may append them without a decode step each (the HF engine feeds the chosen token and its forced run
+  to the model in one forward pass; their log-probs are 0.0: the constraint left no choice) or ignore the oracle
+  (the vLLM engine; the model then writes them itself). Under greedy decoding the completion is the same either
+  way wherever the model would have written the forced run.
 * **speed** — engines measure what a call costs (:class:`SpeedProfile`: prefill ms per call and ms per
   decode step, by the rows in the call), so a latency budget can be turned into a token cap.
 """
@@ -76,6 +82,11 @@ class RowLogitsProcessor(Protocol):
 
 LogitsConstraint = Callable[[], RowLogitsProcessor]
 """A per-request constraint: a factory called once per request per ``generate`` (fresh caches each time)."""
+
+JumpOracle = Callable[[list[int]], list[int]]
+"""``jump(output_ids) -> forced_ids``: the tokens that must follow the generated ``output_ids`` (empty: the model
+chooses the next one). A function of its argument; called on the engine's thread after every chosen token."""
+
 
 TokenSink = Callable[[int, int], None]
 """``stream(index, token_id)``: called by the engine for each token of completion ``index`` as it is chosen."""
@@ -145,6 +156,8 @@ class GenerationRequest(BaseModel):
                                            "step (finish 'abort'); None = not cancellable.")
     stream: TokenSink | None = Field(None, description="Called as stream(index, token_id) for each token as it is "
                                      "chosen, on the engine's thread; None = no streaming.")
+    jump: JumpOracle | None = Field(None, description="The tokens that must follow those generated so far "
+                                    "(jump-forward decoding; see the module's notes); None = every token is chosen.")
 
     def aborted(self, now: float | None = None) -> bool:
         """The request was cancelled or its deadline (``now``: ``time.monotonic()``) has passed."""

@@ -201,21 +201,30 @@ class HFEngine:
 
     def _plan(self, requests: Sequence[GenerationRequest], prompts: Sequence[list[int]]) -> list[list[int]]:
         """Request indices per model call: equal params share a call, longest prompts first (less padding)."""
-        groups: dict[SamplingParams, list[int]] = {}
+        groups: dict[tuple[SamplingParams, bool], list[int]] = {}
         for i, r in enumerate(requests):
             key = r.params.batch_key()
             if key.num_beams == 1:  # rows are cut to their own max_new_tokens after the call (causal: same tokens)
                 key = key.model_copy(update={"max_new_tokens": 1})
-            groups.setdefault(key, []).append(i)
+            groups.setdefault((key, self._jumps(r)), []).append(i)
         chunks: list[list[int]] = []
-        for params, idx in groups.items():
+        for (params, _), idx in groups.items():
             per_call = max(1, self.max_batch_size // _rows_per_request(params))
             idx.sort(key=lambda i: -len(prompts[i]))
             chunks += [idx[s:s + per_call] for s in range(0, len(idx), per_call)]
         return chunks
 
+    def _jumps(self, request: GenerationRequest) -> bool:
+        """Whether the request runs in the jump-forward loop: it has an oracle, one row (n = 1, no beams), no
+        repetition penalty, and the model's cache is plain full attention. Otherwise its oracle is ignored."""
+        p = request.params
+        return (request.jump is not None and p.n == 1 and p.num_beams == 1 and p.repetition_penalty == 1.0
+                and self._kv_layers > 0)
+
     def _run_chunk(self, requests: Sequence[GenerationRequest], prompts: Sequence[list[int]]) -> list[list[Completion]]:
         """Generate for requests that share params; returns each request's completions."""
+        if self._jumps(requests[0]):
+            return self._run_jumping(requests, prompts)
         longest = max(r.params.max_new_tokens for r in requests)
         params = requests[0].params.model_copy(update={"max_new_tokens": longest})
         beams = params.num_beams > 1
@@ -256,6 +265,106 @@ class HFEngine:
         if beams:
             _replay(requests, completions)
         return completions
+
+    def _run_jumping(self, requests: Sequence[GenerationRequest], prompts: Sequence[list[int]]
+                     ) -> list[list[Completion]]:
+        """Our own decode loop for requests with a jump oracle (greedy or sampled, one row each).
+
+        After each chosen token a row asks its oracle for the forced run that follows; the next forward pass feeds
+        every row its chosen token plus its run, right-padded to the longest (pads masked out, so they are holes in
+        the cache that no later token attends to; each token's position counts only real tokens, as in an unpadded
+        prompt), and reads each row's logits at its own last real token. So a forced run costs no decode step of
+        its own, and a run that completes the stop string ends the row without another forward. Forced tokens get
+        log-prob 0.0 and count toward ``max_new_tokens``; eos, stop strings, deadlines, cancels and streaming work as
+        in the generate path.
+        """
+        longest = max(r.params.max_new_tokens for r in requests)
+        params = requests[0].params.model_copy(update={"max_new_tokens": longest})
+        start = time.perf_counter()
+        rows = len(requests)
+        out_ids: list[list[int]] = [[] for _ in requests]
+        out_lps: list[list[float]] = [[] for _ in requests]
+        aborted_at: list[int | None] = [None] * rows
+        live = [True] * rows
+        procs = [r.constraint() if r.constraint else None for r in requests]
+        chooser = _Chooser(params, requests, self.device)
+        stops = _StopTails(self._tokenizer, params.stop)
+        sinks: list[TokenSink | None] = [r.stream for r in requests]
+        first = last = start
+        steps = 0
+        with torch.no_grad(), torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.bf16):
+            input_ids, mask, cache = self._inputs(prompts, 1, False, longest)  # (R, W)
+            assert cache is not None, "the jump-forward loop needs the buffered cache"
+            positions = (mask.cumsum(-1) - 1).clamp(min=0)  # (R, W)
+            seen = mask.sum(-1).tolist()  # real tokens per row so far
+            cached = cache.get_seq_length()  # a shared prefix already in the cache: only the rest is fed
+            logits = self._model(input_ids=input_ids[:, cached:], attention_mask=mask,
+                                 position_ids=positions[:, cached:], cache=cache, use_cache=True,
+                                 logits_to_keep=1).logits[:, -1]  # (R, V)
+            first = time.perf_counter()
+            while True:
+                scores = logits.float()  # (R, V)
+                raw = torch.log_softmax(scores, dim=-1)
+                for r, proc in enumerate(procs):
+                    if proc is not None and live[r]:
+                        row = scores[r]
+                        new = proc(prompts[r], out_ids[r], row)
+                        if new is not row:
+                            scores[r] = new
+                        if bool(torch.isneginf(scores[r]).all()):
+                            raise EngineError(f"the constraint of request {requests[r].request_id} allows no token")
+                chosen = chooser(scores).tolist()  # (R,)
+                feeds: list[list[int]] = [[] for _ in requests]
+                now = time.monotonic()
+                for r, request in enumerate(requests):
+                    if not live[r]:
+                        continue
+                    if request.aborted(now):  # out of time or cancelled: keep the tokens so far
+                        live[r], aborted_at[r] = False, len(out_ids[r])
+                        continue
+                    token, jump = int(chosen[r]), request.jump
+                    assert jump is not None
+                    run = [token] if token in self.eos else [token, *jump([*out_ids[r], token])]
+                    run = run[:request.params.max_new_tokens - len(out_ids[r])]
+                    out_ids[r] += run
+                    out_lps[r] += [float(raw[r, token])] + [0.0] * (len(run) - 1)
+                    sink = sinks[r]
+                    if sink is not None and not all(send_token(sink, 0, t, request.request_id) for t in run):
+                        sinks[r] = None
+                    ended = (token in self.eos or len(out_ids[r]) >= request.params.max_new_tokens
+                             or stops.hit(out_ids[r], len(run)))
+                    if ended:
+                        live[r] = False
+                    else:
+                        feeds[r] = run
+                if not any(live):
+                    break
+                width = max(len(f) for f in feeds)
+                ids = torch.full((rows, width), self.pad_id, dtype=torch.long)
+                new_mask = torch.zeros((rows, width), dtype=torch.long)
+                pos = torch.zeros((rows, width), dtype=torch.long)
+                lasts = []
+                for r, feed in enumerate(feeds):
+                    if feed:
+                        ids[r, :len(feed)] = torch.tensor(feed)
+                        new_mask[r, :len(feed)] = 1
+                    pos[r] = seen[r] + torch.arange(width).clamp(max=max(len(feed) - 1, 0))
+                    seen[r] += len(feed)
+                    lasts.append(max(len(feed) - 1, 0))
+                mask = torch.cat([mask, new_mask.to(self.device)], dim=1)  # (R, W + ...)
+                keep = sorted(set(lasts))
+                out = self._model(input_ids=ids.to(self.device), attention_mask=mask, position_ids=pos.to(self.device),
+                                  cache=cache, use_cache=True,
+                                  logits_to_keep=torch.tensor(keep, device=self.device))
+                at = torch.tensor([keep.index(k) for k in lasts], device=self.device)
+                logits = out.logits[torch.arange(rows, device=self.device), at]  # (R, V)
+                steps += 1
+                last = time.perf_counter()
+        latency_ms = (time.perf_counter() - start) * 1000
+        if steps:
+            self._speed.add(steps, last - first)
+        self._profile.add(rows, (first - start) * 1000, steps, (last - first) * 1000)
+        return self._completions(requests, prompts, out_ids, out_lps, latency_ms, aborted_at)
 
     def _record_speed(self, rows: int, start: float, clock: _Clock) -> None:
         """Feed ``tokens_per_second`` and ``speed`` from one call: prefill until the first logits, then decode steps."""
@@ -662,6 +771,52 @@ class _StepProcessor(LogitsProcessor):
         if steps == 0:
             return torch.zeros((0, 0))
         return torch.stack(self._steps[:steps], dim=1).cpu()
+
+
+class _Chooser:
+    """Chooses each row's next token from its processed scores: greedy argmax, or temperature / top-k / top-p and a
+    draw from the request's own seeded generator (the jump-forward loop's version of :class:`_StepProcessor`)."""
+
+    def __init__(self, params: SamplingParams, requests: Sequence[GenerationRequest], device: torch.device) -> None:
+        self.greedy = params.greedy
+        self.warpers: list[LogitsProcessor] = []
+        if not params.greedy:
+            self.warpers.append(TemperatureLogitsWarper(params.temperature))
+            if params.top_k:
+                self.warpers.append(TopKLogitsWarper(params.top_k))
+            if params.top_p < 1.0:
+                self.warpers.append(TopPLogitsWarper(params.top_p))
+        self.generators = [] if params.greedy else [_generator(r.params.seed, device) for r in requests]
+
+    def __call__(self, scores: torch.Tensor) -> torch.Tensor:
+        # scores (R, V) -> (R,) token ids
+        if self.greedy:
+            return scores.argmax(dim=-1)
+        dummy = torch.zeros((scores.shape[0], 1), dtype=torch.long, device=scores.device)
+        for warper in self.warpers:
+            scores = warper(dummy, scores)
+        probs = torch.softmax(scores.float(), dim=-1)  # (R, V)
+        return torch.cat([torch.multinomial(probs[r:r + 1], 1, generator=gen)[:, 0]
+                          for r, gen in enumerate(self.generators)])
+
+
+class _StopTails:
+    """Whether a row's tokens hold a stop string (checked on a tail, confirmed on the whole), as :class:`_StopStrings`
+    does for the generate path."""
+
+    def __init__(self, tokenizer: Any, stops: Sequence[str]) -> None:
+        self.tokenizer, self.stops = tokenizer, list(stops)
+        self.tail = max((len(s) for s in stops), default=0) + 4
+
+    def hit(self, row: list[int], added: int) -> bool:
+        """``row`` holds a stop string (its last ``added`` tokens are new since the last check)."""
+        if not self.stops:
+            return False
+        tail = self.tokenizer.decode(row[-(self.tail + added):], skip_special_tokens=True)
+        if not any(s in tail for s in self.stops):
+            return False
+        text = self.tokenizer.decode(row, skip_special_tokens=True)
+        return any(s in text for s in self.stops)
 
 
 def _replay(requests: Sequence[GenerationRequest], completions: Sequence[Sequence[Completion]]) -> None:

@@ -295,6 +295,12 @@ class _PieceTokenizer:
     def decode(self, ids: list[int], skip_special_tokens: bool = False) -> str:
         return "".join(self.pieces[i] for i in ids)
 
+    def convert_ids_to_tokens(self, ids: list[int]) -> list[str]:
+        return [self.pieces[i] for i in ids]
+
+    def __len__(self) -> int:
+        return len(self.pieces)
+
 
 PIECES = ["<", "call", ">", "{", '"', "a", "b", "}", "}}", '{"a', ": ", "x", "y", "/"]
 
@@ -310,6 +316,78 @@ def test_frame_tokens_force_the_start_only_up_to_a_boundary_every_reply_shares()
     # without the probe that merges, the whole start is forced
     whole = frame_tokens(tok, ReplyFrame(start='<call>{"', stop="}}", probes=('b": y}}',)))
     assert whole.ids == [0, 1, 2, 3, 4] and whole.text == '<call>{"'
+
+
+# a call's pieces: ' "#' makes ' "' extendable (the value "#3" merges with its opening quote), as in SmolLM2's BPE
+CALL_PIECES = ["<c>", '{"', "item", "fact", '":', ' "', ' "#', "3", "this", '",', '"', "}}", "price", "pr", "ice",
+               "chat", "ch", "at", "versus", "x", " ", "un", "known"]
+CALL_FRAME = ReplyFrame(start='<c>{"', stop="}}", probes=('item": "this", "fact": "price"}}', 'fact": "chat"}}',
+                                                          'item": "#3", "fact": "price", "versus": "this"}}'),
+                        jumps=((r"^(?:item|fact)", '": "'), (r'item": "[^"]*",', ' "fact": "'),
+                               (r'fact": "[^"]*",', ' "versus": "'), (r'(?:fact|versus)": "[^"]*"', "}}")),
+                        choices=((r'fact": "([^"]+)', ("price", "chat", "unknown")),))
+
+
+def test_frame_jumps_force_the_fixed_runs_the_way_the_whole_reply_tokenizes() -> None:
+    tok = _PieceTokenizer(CALL_PIECES)
+    ft = frame_tokens(tok, CALL_FRAME)
+    assert ft.ids == [0, 1] and ft.jump is not None
+    jump = ft.jump
+    ids = {p: i for i, p in enumerate(CALL_PIECES)}
+
+    def tokens(*pieces: str) -> list[int]:
+        return [ids[p] for p in pieces]
+
+    # after the key: '":' is forced, ' "' is left to the model (' "#' starts with it: the value may merge into it)
+    assert jump(tokens("item")) == tokens('":')
+    # after the item's value: ' "fact": "' minus its open quote
+    assert jump(tokens("item", '":', ' "', "this", '",')) == tokens(' "', "fact", '":')
+    assert jump(tokens("item", '":', ' "#', "3", '",', ' "', "fact", '":', ' "', "price", '",')) == \
+        tokens(' "', "versus", '":')
+    # a value's closing quote: '}}' completes the stop string, so it is forced whole
+    assert jump(tokens("fact", '":', ' "', "price", '"')) == tokens("}}")
+    # a value of the closed set once its start names one: 'un' -> 'known'; but 'price' is one token, so a model that
+    # wrote 'pr' is off the way the value tokenizes: nothing forced
+    assert jump(tokens("fact", '":', ' "', "un")) == tokens("known")
+    assert jump(tokens("fact", '":', ' "', "pr")) == []
+    # nothing fixed follows inside a value
+    assert jump(tokens("item", '":', ' "')) == [] and jump(tokens("item", '":', ' "', "this")) == []
+    # tokens that are not how their text tokenizes ('pr' 'ice' is 'price'): no jump after them
+    assert jump(tokens("fact", '":', ' "', "pr", "ice", '"')) == []
+    # the probes' tokens per chosen token: 12 in 7 (item ' "' this '",' ' "' price '"'), 6 in 4 (fact ' "' chat '"'),
+    # 18 in 10 (item ' "#' 3 '",' ' "' price '",' ' "' this '"'): the fewest, 1.5, turns budget steps into tokens
+    assert ft.tokens_per_step == pytest.approx(min(12 / 7, 6 / 4, 18 / 10))
+
+
+def test_frame_jumps_that_break_a_probe_are_turned_off() -> None:
+    import dataclasses
+
+    tok = _PieceTokenizer(CALL_PIECES)
+    wrong = dataclasses.replace(CALL_FRAME, jumps=((r"^item", '": x'),))  # the probes go on '": "', not '": x'
+    ft = frame_tokens(tok, wrong)
+    assert ft.ids == [0, 1] and ft.jump is None and ft.tokens_per_step == 1.0
+
+
+def test_greedy_turns_carry_the_frame_jumps_and_a_token_cap_of_more_tokens_per_step(scripted: Any) -> None:
+    import dataclasses
+
+    from harness.agent import LoopConfig
+
+    app = dataclasses.replace(make_app(), reply_frame=CALL_FRAME)
+    ft = frame_tokens(_PieceTokenizer(CALL_PIECES), CALL_FRAME)
+    assert ft.jump is not None and ft.tokens_per_step == 1.5
+    caps = {}
+    for temperature in (0.0, 1.0):
+        engine = scripted(["unused"], tokens_per_second=100.0)  # 100 decode steps per second, no prefill cost
+        loop = AgentLoop(app, ModelAccess(engine=engine, tokenizer=engine.tokenizer),
+                         config=LoopConfig(temperature=temperature, max_new_tokens=1000))
+        loop._frame = ft  # the frame as this tokenizer-free test built it
+        request = loop.begin(SessionState(app="shopping"), "hi", budget=Budget(1000.0, reserve_ms=0.0)).request()
+        assert request is not None
+        assert request.jump is (ft.jump if temperature == 0.0 else None)  # sampling (RL rollouts) decodes every token
+        caps[temperature] = request.params.max_new_tokens
+    # ~1 s left at 100 steps/s: ~100 steps; greedy with the jumps writes 1.5 tokens per step
+    assert 97 <= caps[1.0] <= 100 and int(97 * 1.5) <= caps[0.0] <= 150
 
 
 class _FrameEngine:
