@@ -1,13 +1,14 @@
 """The reply frame (:class:`harness.agent.ReplyFrame`): a livestream agent whose call's fixed opening is written
-into the prompt and whose generation stops at the call's close, against the same model writing the whole call,
-in the same run, on the same questions.
+into the prompt and whose generation stops at the call's close, with and without jump-forward decoding of the fixed
+runs inside the call (its keys, the rest of a fact's name), against the same model writing the whole call, in the
+same run, on the same questions.
 
     python bench/reply_frame.py --agent DIR --world runs/demo/livestream              # heldout, 200 questions
     python bench/reply_frame.py --agent DIR --world DIR --set heldout2 --n 600 --quick   # --quick: 40 questions
 
 The model answers every question (no reader first: the reader's sure answers never reach a model). For each
-mode: the share of replies identical to the unframed model's, output tokens per call, ms per question one at a time
-(p50 / p95) and ms per batch of 8 questions (one engine call each step), and success against the answer key with a
+mode: the share of replies identical to the unframed model's, output tokens per call, model forward passes per
+question (the prefill and one per decode step), ms per question one at a time (p50 / p95) and ms per batch of 8 questions (one engine call each step), and success against the answer key with a
 Wilson 95 % CI. JSON: bench/results/reply_frame.json.
 """
 
@@ -61,10 +62,15 @@ def measure(app: AppSpec, model: ModelAccess, tasks: list[Task], batch: int) -> 
     _turns(loop, tasks[:2])  # warm-up
     singles: list[float] = []
     results: list[TurnResult] = []
-    for t in tasks:
-        start = time.perf_counter()
-        results += _turns(loop, [t])
-        singles.append((time.perf_counter() - start) * 1000)
+    forwards = [0]
+    hook = getattr(model.engine, "model").register_forward_pre_hook(lambda *_: forwards.__setitem__(0, forwards[0] + 1))
+    try:
+        for t in tasks:
+            start = time.perf_counter()
+            results += _turns(loop, [t])
+            singles.append((time.perf_counter() - start) * 1000)
+    finally:
+        hook.remove()
     batches: list[float] = []
     for s in range(0, len(tasks) - batch + 1, batch):
         start = time.perf_counter()
@@ -75,6 +81,7 @@ def measure(app: AppSpec, model: ModelAccess, tasks: list[Task], batch: int) -> 
     return {"replies": [r.final.reply for r in results], "success": sum(ok) / len(ok), "ci": [lo, hi],
             "tokens": statistics.mean(r.output_tokens for r in results),
             "model_calls": statistics.mean(len(r.model_calls) for r in results),
+            "forwards": forwards[0] / len(tasks),
             "p50_ms": statistics.median(singles), "p95_ms": sorted(singles)[int(0.95 * (len(singles) - 1))],
             f"batch{batch}_ms": statistics.mean(batches) if batches else None,
             "degraded": sum(r.degraded for r in results) / len(results)}
@@ -104,7 +111,10 @@ def main() -> None:
     framed = livestream_app(args.world, reader_first=False)
     if framed.reply_frame is None:
         sys.exit("the livestream app has no reply frame")
-    modes = {"whole call (no frame)": dataclasses.replace(framed, reply_frame=None), "reply frame": framed}
+    plain = dataclasses.replace(framed.reply_frame, jumps=(), choices=())
+    modes = {"whole call (no frame)": dataclasses.replace(framed, reply_frame=None),
+             "reply frame": dataclasses.replace(framed, reply_frame=plain),
+             "reply frame + jumps": framed}
     rows = {}
     for name, app in modes.items():
         print(f"{name}: {len(tasks)} questions ...", flush=True)
@@ -113,13 +123,13 @@ def main() -> None:
     for row in rows.values():
         row["identical"] = sum(a == b for a, b in zip(row.pop("replies"), base, strict=True)) / len(base)
     print(f"\n{len(tasks)} questions of {path} (model only), agent {args.agent}")
-    print(f"| mode | identical replies | success [95 % CI] | output tokens | ms p50 / p95 (one at a time) | "
+    print(f"| mode | identical replies | success [95 % CI] | output tokens | forwards | ms p50 / p95 (one at a time) | "
           f"ms per batch of {args.batch} |")
-    print("|---|---:|---:|---:|---:|---:|")
+    print("|---|---:|---:|---:|---:|---:|---:|")
     for name, r in rows.items():
         batch_ms = r[f"batch{args.batch}_ms"]
         print(f"| {name} | {r['identical']:.3f} | {r['success']:.3f} [{r['ci'][0]:.3f}, {r['ci'][1]:.3f}] | "
-              f"{r['tokens']:.1f} | {r['p50_ms']:.0f} / {r['p95_ms']:.0f} | "
+              f"{r['tokens']:.1f} | {r['forwards']:.1f} | {r['p50_ms']:.0f} / {r['p95_ms']:.0f} | "
               f"{'-' if batch_ms is None else f'{batch_ms:.0f}'} |")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"agent": str(args.agent), "tasks": str(path), "n": len(tasks), "modes": rows},

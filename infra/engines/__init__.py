@@ -71,13 +71,16 @@ class EngineSettings(BaseModel):
     gpu_memory_utilization: float = Field(0.85, gt=0, le=1, description="vllm: share of GPU memory it may take.")
     max_model_len: int | None = Field(None, ge=64, description="vllm: context length; None = the model's.")
     enforce_eager: bool = Field(False, description="vllm: no CUDA graphs (faster start, slower decode).")
+    prefix_min_tokens: int = Field(256, ge=1, description="hf: a call reuses the KV of its prompts' shared leading "
+                                   "tokens (kept across calls) when they share at least this many.")
 
 
 def build_engine(settings: EngineSettings, model: Any, tokenizer: Any, *, checkpoint: Path | None = None) -> Engine:
     """The one engine factory that serving and RL rollout use: ``hf`` runs the loaded ``model``; ``vllm`` loads
     ``checkpoint`` (an HF directory, e.g. an agent directory) on the GPU with ``tokenizer`` rendering prompts."""
     if settings.backend == "hf":
-        return make_engine("hf", model, tokenizer, dtype=settings.dtype, max_batch_size=settings.max_batch_size)
+        return make_engine("hf", model, tokenizer, dtype=settings.dtype, max_batch_size=settings.max_batch_size,
+                           prefix_min_tokens=settings.prefix_min_tokens)
     if checkpoint is None:
         raise ValueError("engine backend vllm needs the model's checkpoint directory")
     return make_engine("vllm", str(checkpoint), tokenizer, dtype=settings.dtype,

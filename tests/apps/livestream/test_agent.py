@@ -404,6 +404,35 @@ def test_app_from_a_generated_world_and_fallback_answers_most_questions(tmp_path
     assert sum(scores) / len(scores) > 0.9
 
 
+@pytest.mark.parametrize("base", ["tiny", pytest.param("smollm2-135m", marks=pytest.mark.slow)])
+def test_the_answer_frames_fixed_runs_hold_on_every_answer_key_call(tmp_path: Path, base: str) -> None:
+    """Decoding each answer-key call of a generated world with the frame's jumps (the model choosing every token they
+    do not force) gives exactly the call's own tokens, in fewer model-chosen tokens: under a tokenizer trained on the
+    world's texts as the tiny model's is, and under SmolLM2's BPE (slow: loads the model)."""
+    from apps.livestream.plan import plan_call
+    from harness.agent import _jumped, frame_tokens
+    from training.models import load_base
+    from training.tiny import tokenizer_from_sentencepiece, train_sentencepiece
+
+    generate_livestream_world(LivestreamWorldConfig(seed=7, streams=4, questions=120, viewers=10), tmp_path)
+    app = livestream_app(tmp_path)
+    tasks, _ = read_records(tmp_path / "tasks.jsonl", Task)
+    calls = [render_call(*plan_call(t, app.catalog, app.resources.streams)) for t in tasks]
+    tok = (tokenizer_from_sentencepiece(train_sentencepiece([t.messages[0].content for t in tasks] + calls, 1024))
+           if base == "tiny" else load_base(base)[1])
+    assert app.reply_frame is not None
+    ft = frame_tokens(tok, app.reply_frame)
+    assert ft.jump is not None and ft.tokens_per_step > 1.0
+    ratios = []
+    for call in calls:
+        ids = tok(call, add_special_tokens=False)["input_ids"]
+        assert ids[:len(ft.ids)] == ft.ids, call
+        ratio = _jumped(ft.jump, ids[len(ft.ids):], "}}", tok)
+        assert ratio is not None, f"a forced run differs from the tokens of {call}"
+        ratios.append(ratio)
+    assert min(ratios) > 1.0 and sum(ratios) / len(ratios) > 1.3
+
+
 # ------------------------------------------------------------------------------------------------ viewer
 def test_simulated_viewer_nudges_only_when_not_answered() -> None:
     task = Task(task_id="t", app="livestream", kind="question", messages=[Message(role="user", content="price??")],
