@@ -8,8 +8,9 @@ same run, on the same questions.
 
 The model answers every question (no reader first: the reader's sure answers never reach a model). For each
 mode: the share of replies identical to the unframed model's, output tokens per call, model forward passes per
-question (the prefill and one per decode step), ms per question one at a time (p50 / p95) and ms per batch of 8 questions (one engine call each step), and success against the answer key with a
-Wilson 95 % CI. JSON: bench/results/reply_frame.json.
+question (the prefill and one per decode step), ms per question one at a time (p50 / p95) and ms per batch of 8
+questions (one engine call each step), and success against the answer key with a Wilson 95 % CI.
+JSON: bench/results/reply_frame.json.
 """
 
 from __future__ import annotations
@@ -63,7 +64,8 @@ def measure(app: AppSpec, model: ModelAccess, tasks: list[Task], batch: int) -> 
     singles: list[float] = []
     results: list[TurnResult] = []
     forwards = [0]
-    hook = getattr(model.engine, "model").register_forward_pre_hook(lambda *_: forwards.__setitem__(0, forwards[0] + 1))
+    torch_model = model.engine.model  # type: ignore[attr-defined]  # an HFEngine's
+    hook = torch_model.register_forward_pre_hook(lambda *_: forwards.__setitem__(0, forwards[0] + 1))
     try:
         for t in tasks:
             start = time.perf_counter()
