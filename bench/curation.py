@@ -15,7 +15,8 @@ developed on (each by another author; ``dev5.jsonl`` was the held-out set until 
 clean, ``dev6.jsonl`` was written to probe precision and typing, ``dev7.jsonl`` by a new author of many countries'
 formats, scored once on the rules before it was used); their figures are printed too, for comparison, but the
 held-out sets are never looked at while tuning. Definitions: :mod:`data_curation.pii_eval`. ``--dev-only`` scores the
-development sets alone (what to run while working on the scrubber).
+development sets alone (what to run while working on the scrubber), ``--held-out-only`` the ``--pii-set`` sets alone
+(``--pii-set bench/pii_sets/test4.jsonl --held-out-only``: a new author's set, scored once).
 
 The world is the shopping generator's (20k items, 2000 tasks, PII-laden logs with an answer key).
 Sidekick runs with ``apps/shopping/curate.yaml`` (MiniLM selection; ``--embedder hashing`` swaps in
@@ -238,13 +239,18 @@ def main() -> None:
     parser.add_argument("--pii-only", action="store_true", help="score the labelled sets only (no curation runs)")
     parser.add_argument("--dev-only", action="store_true",
                         help="score the development sets only (dev*.jsonl), not the held-out --pii-set")
+    parser.add_argument("--held-out-only", action="store_true",
+                        help="score the held-out --pii-set sets only, not the development sets")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "curation.json")
     args = parser.parse_args()
+    if args.dev_only and args.held_out_only:
+        parser.error("--dev-only and --held-out-only exclude each other")
     n = args.sessions or (50_000 if args.quick else 1_000_000)
     pii: dict[str, dict[str, Any]] = {}
     sets = ROOT / "bench" / "pii_sets"
     held_out = [] if args.dev_only else (args.pii_set or [sets / "test3.jsonl", sets / "test2.jsonl"])
-    for path in dict.fromkeys([*held_out, *sorted(sets.glob("dev*.jsonl"))]):
+    dev = [] if args.held_out_only else sorted(sets.glob("dev*.jsonl"))
+    for path in dict.fromkeys([*held_out, *dev]):
         if path.is_file():  # the tagger is not scored on the sets it learnt from
             modes = [m for m in NAME_MODES if not (m.endswith("+tagger") and path.stem in TRAIN_SETS)]
             pii[path.name] = {m: _run(_PII_SET, str(path), m) for m in modes}
