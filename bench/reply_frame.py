@@ -1,7 +1,7 @@
 """The reply frame (:class:`harness.agent.ReplyFrame`): a livestream agent whose call's fixed opening is written
 into the prompt and whose generation stops at the call's close, with and without jump-forward decoding of the fixed
-runs inside the call (its keys, the rest of a fact's name), against the same model writing the whole call, in the
-same run, on the same questions.
+runs inside the call (its keys, the rest of a fact's name), and with the system prompt's KV kept across calls, against
+the same model writing the whole call, in the same run, on the same questions.
 
     python bench/reply_frame.py --agent DIR --world runs/demo/livestream              # heldout, 200 questions
     python bench/reply_frame.py --agent DIR --world DIR --set heldout2 --n 600 --quick   # --quick: 40 questions
@@ -36,6 +36,7 @@ from harness.agent_dir import agent_engine, load_agent  # noqa: E402
 from harness.budget import Budget  # noqa: E402
 from harness.session import SessionState  # noqa: E402
 from harness.tasks import Task  # noqa: E402
+from infra.engines import EngineSettings  # noqa: E402
 from infra.recordio import read_records  # noqa: E402
 
 BUDGET_MS = 600_000.0
@@ -97,6 +98,8 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=200, help="first N questions of the set (default 200)")
     ap.add_argument("--batch", type=int, default=8, help="questions per batch in the batched timing (default 8)")
     ap.add_argument("--quick", action="store_true", help="40 questions")
+    ap.add_argument("--prefix-min-tokens", type=int, default=64,
+                    help="the last mode's engine reuses prompt prefixes of at least this many tokens (default 64)")
     ap.add_argument("--out", type=Path, default=ROOT / "bench/results/reply_frame.json")
     args = ap.parse_args()
     if args.n < 1 or args.batch < 1:
@@ -114,13 +117,18 @@ def main() -> None:
     if framed.reply_frame is None:
         sys.exit("the livestream app has no reply frame")
     plain = dataclasses.replace(framed.reply_frame, jumps=(), choices=())
-    modes = {"whole call (no frame)": dataclasses.replace(framed, reply_frame=None),
-             "reply frame": dataclasses.replace(framed, reply_frame=plain),
-             "reply frame + jumps": framed}
+    # the same weights behind an engine that also keeps the KV of the system prompt across calls (it is ~100 tokens,
+    # under the default's 256-token floor)
+    cached = ModelAccess(engine=agent_engine(agent, EngineSettings(prefix_min_tokens=args.prefix_min_tokens)),
+                         tokenizer=agent.tokenizer)
+    modes = {"whole call (no frame)": (dataclasses.replace(framed, reply_frame=None), model),
+             "reply frame": (dataclasses.replace(framed, reply_frame=plain), model),
+             "reply frame + jumps": (framed, model),
+             f"reply frame + jumps + prompt cache from {args.prefix_min_tokens} tokens": (framed, cached)}
     rows = {}
-    for name, app in modes.items():
+    for name, (app, access) in modes.items():
         print(f"{name}: {len(tasks)} questions ...", flush=True)
-        rows[name] = measure(app, model, tasks, args.batch)
+        rows[name] = measure(app, access, tasks, args.batch)
     base = rows["whole call (no frame)"]["replies"]
     for row in rows.values():
         row["identical"] = sum(a == b for a, b in zip(row.pop("replies"), base, strict=True)) / len(base)
