@@ -692,7 +692,7 @@ class _StepProcessor(LogitsProcessor):
 
     def __init__(self, params: SamplingParams, requests: Sequence[GenerationRequest], constraints: _Constraints,
                  eos: Sequence[int], stops: _StopStrings | None, abort: _Abort | None, device: torch.device) -> None:
-        self.params, self.constraints, self.n, self.stops, self.abort = params, constraints, params.n, stops, abort
+        self.constraints, self.n, self.stops, self.abort = constraints, params.n, stops, abort
         self.eos = torch.tensor(list(eos), device=device)
         self.request_ids = [r.request_id for r in requests]
         self.caps = torch.tensor([r.params.max_new_tokens for r in requests],
@@ -700,14 +700,7 @@ class _StepProcessor(LogitsProcessor):
         self.sinks: list[TokenSink | None] = [r.stream for r in requests]
         self.penalty = (RepetitionPenaltyLogitsProcessor(params.repetition_penalty)
                         if params.repetition_penalty != 1.0 else None)
-        self.warpers: list[LogitsProcessor] = []
-        if not params.greedy:
-            self.warpers.append(TemperatureLogitsWarper(params.temperature))
-            if params.top_k:
-                self.warpers.append(TopKLogitsWarper(params.top_k))
-            if params.top_p < 1.0:
-                self.warpers.append(TopPLogitsWarper(params.top_p))
-        self.generators = [] if params.greedy else [_generator(r.params.seed, device) for r in requests]
+        self.chooser = _Chooser(params, requests, device)
         self._steps: list[torch.Tensor] = []  # per step: (R,) raw log-prob of the chosen token
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
@@ -723,7 +716,7 @@ class _StepProcessor(LogitsProcessor):
             row = int(dead.nonzero()[0, 0])
             raise EngineError(f"the constraint of request {self.request_ids[row // self.n]} allows no token")
         processed = processed.masked_fill(~live[:, None], 0.0)  # keep finished rows finite; HF pads them anyway
-        chosen = self._choose(input_ids, processed)  # (R,)
+        chosen = self.chooser(processed)  # (R,)
         self._steps.append(raw_logp.gather(1, chosen[:, None])[:, 0])
         if any(sink is not None for sink in self.sinks):
             self._stream(chosen, live)
@@ -753,18 +746,6 @@ class _StepProcessor(LogitsProcessor):
                     self.sinks[b] = None
                     break
 
-    def _choose(self, input_ids: torch.LongTensor, scores: torch.Tensor) -> torch.Tensor:
-        if self.params.greedy:
-            return scores.argmax(dim=-1)  # (R,)
-        for warper in self.warpers:
-            scores = warper(input_ids, scores)
-        probs = torch.softmax(scores.float(), dim=-1)  # (R, V)
-        chosen = torch.empty(probs.shape[0], dtype=torch.long, device=probs.device)
-        for b, gen in enumerate(self.generators):  # the request's n rows draw from its generator, in order
-            rows = slice(b * self.n, (b + 1) * self.n)
-            chosen[rows] = torch.multinomial(probs[rows], 1, generator=gen)[:, 0]
-        return chosen
-
     def logprobs(self, steps: int) -> torch.Tensor:
         """``(R, steps)`` raw log-probs of the chosen tokens (a deferred stop check may add a spare step)."""
         assert len(self._steps) >= steps, f"{len(self._steps)} recorded steps for {steps} generated tokens"
@@ -774,11 +755,11 @@ class _StepProcessor(LogitsProcessor):
 
 
 class _Chooser:
-    """Chooses each row's next token from its processed scores: greedy argmax, or temperature / top-k / top-p and a
-    draw from the request's own seeded generator (the jump-forward loop's version of :class:`_StepProcessor`)."""
+    """Chooses each row's next token from its processed scores (``n`` consecutive rows per request): greedy argmax,
+    or temperature, top-k, top-p and a draw from the request's own seeded generator (its rows in order)."""
 
     def __init__(self, params: SamplingParams, requests: Sequence[GenerationRequest], device: torch.device) -> None:
-        self.greedy = params.greedy
+        self.greedy, self.n = params.greedy, params.n
         self.warpers: list[LogitsProcessor] = []
         if not params.greedy:
             self.warpers.append(TemperatureLogitsWarper(params.temperature))
@@ -792,12 +773,15 @@ class _Chooser:
         # scores (R, V) -> (R,) token ids
         if self.greedy:
             return scores.argmax(dim=-1)
-        dummy = torch.zeros((scores.shape[0], 1), dtype=torch.long, device=scores.device)
+        unused = torch.zeros((scores.shape[0], 1), dtype=torch.long, device=scores.device)  # the warpers ignore ids
         for warper in self.warpers:
-            scores = warper(dummy, scores)
+            scores = warper(unused, scores)
         probs = torch.softmax(scores.float(), dim=-1)  # (R, V)
-        return torch.cat([torch.multinomial(probs[r:r + 1], 1, generator=gen)[:, 0]
-                          for r, gen in enumerate(self.generators)])
+        chosen = torch.empty(probs.shape[0], dtype=torch.long, device=probs.device)
+        for b, gen in enumerate(self.generators):
+            rows = slice(b * self.n, (b + 1) * self.n)
+            chosen[rows] = torch.multinomial(probs[rows], 1, generator=gen)[:, 0]
+        return chosen
 
 
 class _StopTails:

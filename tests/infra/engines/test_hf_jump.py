@@ -12,9 +12,7 @@ Run: .venv/bin/python -m pytest tests/infra/engines/test_hf_jump.py -q
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
-from typing import Any
+from collections.abc import Callable, Sequence
 
 import pytest
 import torch
@@ -22,6 +20,7 @@ from transformers import LlamaForCausalLM, PreTrainedTokenizerFast
 
 from infra.engines.base import Completion, GenerationRequest, SamplingParams
 from infra.engines.hf import HFEngine
+from tests.infra.engines.test_hf_prefix import forward_lengths
 
 GREEDY = SamplingParams(temperature=0, max_new_tokens=12)
 PROMPTS = [[5, 9, 12, 7], [30, 31, 8, 8, 14, 22, 40, 6, 11], [17], [44, 4, 19, 23, 5, 5]]
@@ -45,21 +44,6 @@ def forcing(want: Sequence[int], at: set[int], run: int) -> Callable[[list[int]]
     return jump
 
 
-@contextmanager
-def forwards(model: LlamaForCausalLM) -> Iterator[list[int]]:
-    """The sequence length of every forward pass of ``model`` while open."""
-    lengths: list[int] = []
-
-    def hook(module: Any, args: Any, kwargs: dict[str, Any]) -> None:
-        lengths.append(int(kwargs["input_ids"].shape[1]))
-
-    handle = model.register_forward_pre_hook(hook, with_kwargs=True)
-    try:
-        yield lengths
-    finally:
-        handle.remove()
-
-
 @pytest.mark.parametrize("params", [GREEDY, SamplingParams(temperature=1.0, seed=3, max_new_tokens=10),
                                     SamplingParams(temperature=0.7, top_k=6, top_p=0.9, seed=4, max_new_tokens=10)])
 def test_an_oracle_that_forces_nothing_gives_the_generate_results(engine: HFEngine, params: SamplingParams) -> None:
@@ -75,7 +59,7 @@ def test_forced_runs_give_the_same_tokens_in_fewer_forward_passes(engine: HFEngi
     want = reference(engine, prompt)
     assert len(want.token_ids) == 12 and want.finish_reason == "length"
     jump = forcing(want.token_ids, at={1, 6}, run=3)  # after the 1st and the 6th token: the next 3 forced
-    with forwards(engine.model) as lengths:
+    with forward_lengths(engine.model) as lengths:
         [[got]] = engine.generate([GenerationRequest(prompt=prompt, params=GREEDY, jump=jump)])
     assert got.token_ids == want.token_ids and got.finish_reason == "length"
     # the prefill chooses token 0; tokens 1-3 and 6-8 are forced; each later pass feeds the last chosen token and
@@ -114,7 +98,7 @@ def test_a_run_that_completes_the_stop_string_ends_the_row_without_another_pass(
     want = reference(engine, prompt, stop)
     assert want.finish_reason == "stop" and len(want.token_ids) == k + 1
     jump = forcing(free.token_ids, at={k - 1}, run=5)  # the run holds the stop word and more
-    with forwards(engine.model) as lengths:
+    with forward_lengths(engine.model) as lengths:
         [[got]] = engine.generate([GenerationRequest(prompt=prompt, params=stop, jump=jump)])
     assert (got.token_ids, got.text, got.finish_reason) == (want.token_ids, want.text, "stop")
     assert len(lengths) == k - 1  # prefill + k - 2 passes: the token chosen at k - 1 and its run are never fed
