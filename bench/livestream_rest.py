@@ -8,8 +8,8 @@
 
 A real ``sidekick serve`` process on a free loopback port; this process is the load generator (asyncio + httpx,
 one connection per worker). Per concurrency (default 1 and 8, the livestream target's), that many workers in a
-closed loop each ``POST /v1/livestream/answer`` a held-out question (``<world>/heldout/tasks.jsonl``, cycled,
-each worker from its own offset) with its stream and second, for ``--seconds``. Reported per cell: requests/s,
+closed loop each ``POST /v1/livestream/answer`` a held-out question (``<world>/heldout/tasks.jsonl``, or ``--set``'s;
+cycled, each worker from its own offset) with its stream and second, for ``--seconds``. Reported per cell: requests/s,
 latency p50 / p95 / p99 on the client's clock, the share within the app's 800 ms budget, success (the app's
 correctness = 1 against the task's ground truth), answer words, degraded share, who answered (the model, the
 reader sure of its reading, or the fallback and why: ``timeout``, ``overload``, ...), non-2xx and timeouts.
@@ -36,7 +36,7 @@ sys.path.insert(0, str(ROOT))
 
 from apps.livestream.agent import DEFAULT_BUDGET_MS, livestream_app  # noqa: E402
 from apps.livestream.env import correctness  # noqa: E402
-from apps.livestream.world import HELDOUT_DIR  # noqa: E402
+from apps.livestream.world import set_tasks  # noqa: E402
 from bench.serving import free_port, sidekick_exe, spawn  # noqa: E402
 from harness.tasks import Task  # noqa: E402
 from infra.layout import TASKS_FILE  # noqa: E402
@@ -90,6 +90,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--world", type=Path, required=True, help="a livestream world with heldout/tasks.jsonl")
     ap.add_argument("--agent", type=Path, default=None, help="an agent directory (default: no model, the reader)")
+    ap.add_argument("--set", default="heldout", help="question set: heldout (default), heldout2, dev .. dev5, train")
     ap.add_argument("--concurrency", type=int, nargs="+", default=[1, 8])
     ap.add_argument("--seconds", type=float, default=15.0)
     ap.add_argument("--quick", action="store_true", help="4 s per concurrency")
@@ -98,10 +99,15 @@ def main() -> None:
     args = ap.parse_args()
     if args.config is not None and not args.config.is_file():
         ap.error(f"--config {args.config}: no such file")
-    path = args.world / HELDOUT_DIR / TASKS_FILE
-    if not path.is_file():
+    try:
+        path = set_tasks(args.world, args.set)
+    except ValueError as e:
+        ap.error(f"--set: {e}")
+    if not path.is_file() and args.set == "heldout":
         path = args.world / TASKS_FILE
         print(f"{args.world}: no held-out questions; using {path}")
+    if not path.is_file():
+        sys.exit(f"{path}: no such question set (sidekick world livestream writes it)")
     tasks = [Task.model_validate_json(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
     catalog = livestream_app(args.world).catalog
     seconds = 4.0 if args.quick else args.seconds
