@@ -467,6 +467,16 @@ class AgentLoop:
         return TurnRun(self, session, user_text, budget or Budget(self.app.default_budget_ms,
                                                                  max_steps=self.app.max_steps), constraints)
 
+    def answers_first(self, session: SessionState, user_text: str | None,
+                      constraints: dict[str, Any] | None = None) -> bool:
+        """Whether the app's own first answer (:attr:`AppSpec.first_answer`) answers this turn without the model
+        (tried on a copy of the session: nothing is changed). Serving asks it before refusing a turn for load."""
+        if self.model is None or self.app.first_answer is None:
+            return False
+        probe = self.begin(session.model_copy(deep=True), user_text, budget=Budget(self.app.default_budget_ms),
+                           constraints=constraints)
+        return probe.first_answer() is not None
+
     def run_turn(self, session: SessionState, user_text: str | None, *, budget: Budget | None = None,
                  constraints: dict[str, Any] | None = None) -> TurnResult:
         """Add ``user_text`` and run until a final answer (or the fallback's), one engine call per step."""
@@ -586,12 +596,11 @@ class TurnRun:
         loop, result = self.loop, self.result
         if loop.model is None:
             return self._stop("no_model")
-        if result.steps == 0 and loop.app.first_answer is not None:
-            final = loop.app.first_answer(self.ctx)
-            if final is not None and self.loop.grounder.check(final.named_items(), self.ctx.constraints)[1] == []:
-                self.session.messages.append({"role": "assistant", "content": final.reply})
-                self.final, self.over, result.reason = final, True, SURE
-                return None
+        final = self.first_answer()
+        if final is not None:
+            self.session.messages.append({"role": "assistant", "content": final.reply})
+            self.final, self.over, result.reason = final, True, SURE
+            return None
         if result.steps >= self.budget.max_steps:
             return self._stop("step_limit")
         ids = self._prompt_ids()
@@ -620,6 +629,16 @@ class TurnRun:
         return GenerationRequest(prompt=ids, params=params, constraint=loop.sid_constraint(self.ctx),
                                  deadline=budget.deadline if budget.hard else None,
                                  cancel=budget.cancel if budget.hard else None, jump=jump)
+
+    def first_answer(self) -> Final | None:
+        """The app's own answer before any model call (:attr:`AppSpec.first_answer`, grounded), or None."""
+        app = self.loop.app
+        if self.result.steps or app.first_answer is None:
+            return None
+        final = app.first_answer(self.ctx)
+        if final is None or self.loop.grounder.check(final.named_items(), self.ctx.constraints)[1]:
+            return None
+        return final
 
     def _token_cap(self) -> int:
         """Output tokens that fit before the deadline: from the engine's forecast (queue wait, measured prefill

@@ -179,7 +179,7 @@ async def run_turn(server: AgentServer, app: str, session: SessionState, text: s
     the turn is recorded in the metrics with its real wall time.
     """
     budget = server.new_budget(app, budget_ms, start=arrived)
-    if not server.admit(app, budget):
+    if not server.admit(app, budget, lambda: server.app(app).loop.answers_first(session, text, constraints)):
         session, result = await _fallback(server, app, session, text, budget, "overload", constraints)
     else:
         session, result = await _model_turn(server, app, session, text, budget, constraints)

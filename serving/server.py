@@ -226,15 +226,17 @@ class AgentServer:
         return Budget(budget_ms, max_steps=self.app(app).spec.max_steps, reserve_ms=self.config.answer_reserve_ms,
                       start=time.monotonic() if start is None else start, hard=True)
 
-    def admit(self, app: str, budget: Budget) -> bool:
+    def admit(self, app: str, budget: Budget, sure: Callable[[], bool] | None = None) -> bool:
         """Whether the model should try this turn: False (``overload: degrade``) means answer from the fallback
         at once; raises :class:`Overloaded` (``overload: reject``) when admission predicts the turn would miss
-        its budget. A server without a model admits everything (its answers are the fallback's anyway)."""
+        its budget. A server without a model admits everything (its answers are the fallback's anyway), and so is a
+        turn that ``sure()`` says the app answers itself before any model call (the livestream reader's sure
+        answers: they cost no model time, so load is no reason to refuse or degrade them)."""
         if self.model is None:
             return True
         predicted = self.admission.forecast(app).predicted_ms
         usable = budget.remaining_ms() - self.config.answer_reserve_ms
-        if predicted <= usable:
+        if predicted <= usable or (sure is not None and sure()):
             return True
         self.metrics.count_rejection()
         if self.config.overload == "degrade":

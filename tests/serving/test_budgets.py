@@ -117,3 +117,31 @@ def test_a_client_that_leaves_mid_stream_cancels_its_generation(live_server: Ser
     tokens = _metric(httpx.get(url + "/metrics").text, "sidekick_tokens_generated_total")
     assert aborted == 1.0, "the disconnect did not reach the engine"
     assert tokens < 192  # it stopped before its cap
+
+
+def test_under_load_the_readers_sure_answers_are_neither_refused_nor_degraded(
+        live_server: ServerFactory, tiny_agent: Path, worlds: dict[str, Path]) -> None:
+    """Admission refuses model turns it forecasts to miss a 300 ms budget, but a question the livestream reader
+    answers for certain never reaches the model: it is answered (reason ``sure``), not 503 / degraded."""
+    url, _ = live_server(tiny_agent, apps=("livestream",), batching=False)
+    task = json.loads((worlds["livestream"] / "tasks.jsonl").read_text().splitlines()[0])
+    where = {"stream_id": task["constraints"]["stream_id"], "ts_offset_s": task["constraints"].get("ts_offset_s", 0)}
+    unsure = {"question": "zxq vrbl mmph?", **where}  # nothing the reader can read: the model's turn
+    with httpx.Client(base_url=url, timeout=30) as client:  # measured service: admission forecasts from here on
+        for _ in range(8):
+            assert client.post("/v1/livestream/answer", json=unsure).status_code == 200
+
+    async def burst() -> list[tuple[str, int, dict[str, Any]]]:
+        async with httpx.AsyncClient(base_url=url, timeout=30, limits=httpx.Limits(max_connections=32)) as client:
+            async def one(kind: str, body: dict[str, Any]) -> tuple[str, int, dict[str, Any]]:
+                r = await client.post("/v1/livestream/answer", json={**body, "budget_ms": 300})
+                return kind, r.status_code, r.json()
+            sure = {"question": "how much is it?", **where}
+            return list(await asyncio.gather(*(one(k, b) for _ in range(12)
+                                               for k, b in (("unsure", unsure), ("sure", sure)))))
+
+    replies = asyncio.run(burst())
+    assert any(kind == "unsure" and status == 503 for kind, status, _ in replies), "the burst must overload admission"
+    for kind, status, body in replies:
+        if kind == "sure":
+            assert status == 200 and (body["reason"], body["degraded"]) == ("sure", False), body

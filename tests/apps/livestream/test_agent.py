@@ -312,6 +312,11 @@ def test_the_reader_answers_what_it_is_sure_of_and_the_model_the_rest(app: AppSp
     constraints = {"stream_id": "stream-t", "ts_offset_s": 400}  # the headphones on screen
     engine = _Engine([render_call("answer", {"item": "this", "fact": "battery_hours"})])
     loop = AgentLoop(app, ModelAccess(engine=engine, tokenizer=_Tokenizer()))  # type: ignore[arg-type]
+    # asked beforehand (serving does, before refusing a turn for load): on a copy of the session, nothing changes
+    asked = SessionState(app="livestream")
+    assert loop.answers_first(asked, "how much are the headphones?", constraints)
+    assert not loop.answers_first(asked, "ngl how long till they die", constraints)
+    assert asked.messages == [] and asked.turns == 0
     # a product and a fact of its sheet in the words: the reader answers, the model is never called
     sure = loop.run_turn(SessionState(app="livestream"), "how much are the headphones?", constraints=constraints)
     assert (sure.reason, sure.degraded, sure.steps) == ("sure", False, 0)
