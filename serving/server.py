@@ -229,9 +229,9 @@ class AgentServer:
     def admit(self, app: str, budget: Budget, sure: Callable[[], bool] | None = None) -> bool:
         """Whether the model should try this turn: False (``overload: degrade``) means answer from the fallback
         at once; raises :class:`Overloaded` (``overload: reject``) when admission predicts the turn would miss
-        its budget. A server without a model admits everything (its answers are the fallback's anyway), and so is a
-        turn that ``sure()`` says the app answers itself before any model call (the livestream reader's sure
-        answers: they cost no model time, so load is no reason to refuse or degrade them)."""
+        its budget. A server without a model admits everything (its answers are the fallback's anyway); any server
+        admits a turn that ``sure()`` (asked only when it would refuse) says the app answers itself before any model
+        call (the livestream reader's sure answers: they cost no model time, so load is no reason to refuse them)."""
         if self.model is None:
             return True
         predicted = self.admission.forecast(app).predicted_ms
