@@ -785,12 +785,12 @@ class _Chooser:
 
 
 class _StopTails:
-    """Whether a row's tokens hold a stop string (checked on a tail, confirmed on the whole), as :class:`_StopStrings`
-    does for the generate path."""
+    """Whether a row's tokens hold a stop string (checked on a tail, confirmed on the whole): the check of both the
+    generate path (:class:`_StopStrings`) and the jump-forward loop."""
 
     def __init__(self, tokenizer: Any, stops: Sequence[str]) -> None:
         self.tokenizer, self.stops = tokenizer, list(stops)
-        self.tail = max((len(s) for s in stops), default=0) + 4
+        self.tail = max((len(s) for s in stops), default=0) + 4  # tokens: every non-empty token adds >= 1 character
 
     def hit(self, row: list[int], added: int) -> bool:
         """``row`` holds a stop string (its last ``added`` tokens are new since the last check)."""
@@ -1000,8 +1000,7 @@ class _StopStrings(StoppingCriteria):
     """Stops a row once its generated text holds a stop string (checked on a tail, confirmed on the whole)."""
 
     def __init__(self, tokenizer: Any, stops: Sequence[str], prompt_width: int) -> None:
-        self.tokenizer, self.stops, self.width = tokenizer, list(stops), prompt_width
-        self.tail = max(len(s) for s in stops) + 4  # tokens: every non-empty token adds >= 1 character
+        self.tails, self.width = _StopTails(tokenizer, stops), prompt_width
         self.done: torch.Tensor | None = None  # (R,) rows that have produced a stop string so far
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor, **kwargs: Any) -> torch.BoolTensor:
@@ -1011,9 +1010,6 @@ class _StopStrings(StoppingCriteria):
         for r, row in enumerate(generated):
             if self.done is not None and bool(self.done[r]):
                 continue
-            tail = self.tokenizer.decode(row[-self.tail:], skip_special_tokens=True)
-            if any(s in tail for s in self.stops):
-                text = self.tokenizer.decode(row, skip_special_tokens=True)
-                done[r] = any(s in text for s in self.stops)
+            done[r] = self.tails.hit(row, 1)
         self.done = done if self.done is None else self.done | done
         return done  # type: ignore[return-value]
