@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections import Counter
 from collections.abc import Sequence
 from functools import lru_cache
 from importlib import resources
@@ -137,12 +138,11 @@ _PERSON_OBJECT = re.compile(r"(?i:\b(?:tell|ask|thank|thanks|meet|remind|text|me
                             r"(?:travel+ing|travel+ed|staying|stayed|sharing|shared|living|flying|together|along|"
                             r"out|trip|holiday|vacation|dinner|lunch|date|room|tent) with)"
                             r"\s*$)")
-_TITLE_BEFORE = re.compile(
-    r"(?<![^\W\d_])(?:mr|mrs|ms|mx|miss|dr|prof|herrn?|frau|fr|hr|pani|pan|pana|panu|sr|sra|srta|señor|señora|"
-    r"señorita|mme|mlle|monsieur|madame|signor|signora|sig|dhr|mevr|senhor|senhora|sayın|bay|bayan|tuan|puan|"
-    r"encik|bapak|pak|bu|ibu)\.?\s$",
-    re.IGNORECASE,
-)
+_TITLES = (r"(?:mr|mrs|ms|mx|miss|dr|prof|herrn?|frau|fr|hr|pani|pan|pana|panu|sr|sra|srta|señor|señora|"
+           r"señorita|mme|mlle|monsieur|madame|signor|signora|sig|dhr|mevr|senhor|senhora|sayın|bay|bayan|tuan|puan|"
+           r"encik|bapak|pak|bu|ibu)\.?\s")
+_TITLE_BEFORE = re.compile(rf"(?<![^\W\d_]){_TITLES}$", re.IGNORECASE)
+_TITLE_FIRST = re.compile(_TITLES, re.IGNORECASE)
 # Product nouns that are also verbs taking a person, and what may open the clause before such a verb.
 _CALL_VERBS = frozenset({"ring", "call", "text", "page", "tag", "message", "contact"})
 _CLAUSE_START = re.compile(r"(?i)(?:^|[.!?,;:\n—–-]|\b(?:pls|plz|please|and|then|just|or|also|kindly|can you|could you|"
@@ -208,7 +208,7 @@ _ANY_SCRIPT_CUE = re.compile(
     r"|(?i:\b(?:a nombre de|nombre(?: es)?|me llamo|soy|je m'appelle|je suis|nom|nome|mi chiamo|sono|ich bin|ich heiße|"
     r"nachname|vorname|first name|last name|surname|family name|given name|apellidos?|cognome|sobrenome|"
     r"passenger|guest|recipient|receiver|người nhận|tên|tên tôi là|mình là|em là|anh là|chị là|"
-    r"имя|зовут|получатель|одержувач|звати|παραλήπτης|όνομα|με λένε|adım|ismim|alıcı|nama saya|nama|penerima|"
+    r"имя|зовут|получатель|одержувач|звати|zovut|zvaty|zvut|παραλήπτης|όνομα|με λένε|adım|ismim|alıcı|nama saya|nama|penerima|"
     r"ako si|pangalan|jina(?: langu(?: ni)?)?|mera naam|meri naam|naam|esmi|ismi|ana ismi|naam is|"
     r"imię i nazwisko|imię|nazwisko|nombre y apellidos?|nom et prénom|prénom|empfänger|naam en adres)\b\s*[:：]?\s*)"
     r"|(?:收件人|收货人|收貨人|姓名|名字|亲爱的|親愛的|我叫|名義は|名前は|氏名|宛名|宛先|"
@@ -434,13 +434,29 @@ class NameFinder:
     def find(self, text: str, taken: Sequence[tuple[int, int]] = ()) -> list[tuple[int, int]]:
         """Name spans; ``taken`` are spans already scrubbed as another type (an address, an e-mail): words
         inside them, or inside names the rules found, do not send the text to the NER model."""
+        return [(s, e) for s, e, _ in self.find_graded(text, taken)]
+
+    def find_graded(self, text: str, taken: Sequence[tuple[int, int]] = ()) -> list[tuple[int, int, bool]]:
+        """:meth:`find`'s spans, each with whether its only evidence is the words themselves (``weak``): a word that
+        is somebody's name in some country, a word of another script, a PERSON span of the NER model, with no
+        cue around it ("my daughter", "name:", "thanks", a sign-off, a known first + last name). A learned tagger
+        that reads the context may overrule a weak span (:class:`~data_curation.pii.Scrubber`); a cued one stands."""
         toks = [_Tok(m.start(), m.end(), m.group()) for m in _TOKEN.finditer(text)]
-        spans = self._rules(text, toks)
+        weak: list[tuple[int, int]] = []
+        spans = self._rules(text, toks, weak)
         covered = [*taken, *spans]  # the model is asked only about words no rule has explained yet
         if self.ner is not None and any(
                 self._ner_worthy(t, k) and not any(a <= t.start < b for a, b in covered) for k, t in enumerate(toks)):
-            spans.extend(self._ner(text))
-        return [self._with_title(text, s, e) for s, e in spans]
+            ner = self._ner(text)
+            weak.extend(ner)
+            spans.extend(ner)
+        strong = Counter(spans) - Counter(weak)  # a span found two ways is as strong as its best reason
+        out = []
+        for s, e in dict.fromkeys(spans):
+            titled = self._with_title(text, s, e)
+            cued = titled[0] != s or _TITLE_FIRST.match(text, s) is not None  # a title is a cue: "Pak Joko", "Frau Huber"
+            out.append((*titled, (s, e) not in strong and not cued))
+        return out
 
     @staticmethod
     def _with_title(text: str, start: int, end: int) -> tuple[int, int]:
@@ -654,17 +670,22 @@ class NameFinder:
         return key in self.protected or (self.lexicon is not None and self.lexicon.is_place(key)) or \
             (not tok.titled and not tok.caseless)
 
-    def _rules(self, text: str, toks: list[_Tok]) -> list[tuple[int, int]]:
+    def _rules(self, text: str, toks: list[_Tok], weak: list[tuple[int, int]] | None = None) -> list[tuple[int, int]]:
+        """The rules' name spans; each found on the words' own evidence only is also added to ``weak``."""
         spans: list[tuple[int, int]] = []
+        weak = [] if weak is None else weak
         i = 0
         while i < len(toks):
             j = self._run_end(text, toks, i)
             if j == i:
                 i += 1
                 continue
-            span = self._judge(text, toks[i:j])
-            if span is not None:
-                spans.append(self._whole_run(toks[i:j], span))
+            judged = self._judge(text, toks[i:j])
+            if judged is not None:
+                span = self._whole_run(toks[i:j], judged[:2])
+                spans.append(span)
+                if judged[2]:
+                    weak.append(span)
             i = j
         if self.lexicon is not None:
             spans.extend(self._cued(text))
@@ -677,7 +698,9 @@ class NameFinder:
             spans.extend(self._nicknamed(text))
             spans.extend(self._lower_pairs(text, toks))
             spans.extend(self._initials(text))
-            spans.extend(self._foreign_script(text, toks))
+            foreign = self._foreign_script(text, toks)
+            weak.extend(foreign)
+            spans.extend(foreign)
             spans.extend(self._coordinated(text, toks, spans))
         return spans
 
@@ -1023,7 +1046,8 @@ class NameFinder:
             j += 1
         return j
 
-    def _judge(self, text: str, run: list[_Tok]) -> tuple[int, int] | None:
+    def _judge(self, text: str, run: list[_Tok]) -> tuple[int, int, bool] | None:
+        """A run's name span, if it is one, and whether only its words say so (:meth:`_lexical`: weak)."""
         while run and run[0].key in _NOT_NAMES and not self._cued_popular(text, run[0]):
             run = run[1:]
         while run and ((run[-1].key in _NOT_NAMES and not (len(run) == 1 and self._cued_popular(text, run[0])))
@@ -1049,20 +1073,21 @@ class NameFinder:
                 return None  # "the Dr. Martens Jadon boots", "it's Darwin in August" (but "I'm Austin")
             if len(keys) >= 2 or keys[0] in self.known or after_boundary or (lex is not None and (
                     lex.is_name(keys[0]) or keys[0] not in lex.common) and not lex.is_brand_or_town(keys[0])):
-                return run[0].start, end  # "ask for jesús at the desk", "a neighbour called Pim at no. 9"
+                return run[0].start, end, False  # "ask for jesús at the desk", "a neighbour called Pim at no. 9"
             return None
         if lex is not None and self._person_context(text, run, before, keys, after_boundary):
-            return run[0].start, end
+            return run[0].start, end, False
         if lex is not None and (self._quoted(text, run) or self._listed_with_place(text, run)):
             return None  # "the 'Marlowe' desk", "Lourdes then Toulouse", "Petra and Wadi Rum"
         if _GREETING.search(before) and (keys[0] in self.first or self._lexical_name(run[0]) or (
                 lex is not None and keys[0] in lex.first and not lex.is_brand_or_town(keys[0]))) \
                 and (len(keys) >= 2 or after_boundary):
-            return run[0].start, end
+            return run[0].start, end, False
         pair = self._pair(run)
         if pair is not None and not self._product_context(text, run):
-            return pair
-        return self._lexical(text, run)
+            return *pair, False
+        lexical = self._lexical(text, run)
+        return None if lexical is None else (*lexical, True)
 
     def _brand_after_cue(self, before: str, keys: list[str]) -> bool:
         """The cue's last word and the run make a brand: "Dr. Martens", "Mr. Muscle", "Mrs. Meyer's"."""

@@ -44,11 +44,11 @@ from data_curation.lexicon import load_lexicon
 from data_curation.names import NameFinder
 from data_curation.ner import DEFAULT_MODEL as DEFAULT_NER_MODEL
 from data_curation.ner import SpacyPersons
+from data_curation.tagger import NAME_VETO, PiiTagger, Reading
 from data_curation.tagger import THRESHOLD as TAGGER_THRESHOLD
 from data_curation.tagger import TYPES as TAGGER_TYPES
-from data_curation.tagger import PiiTagger
 
-PII_RULES_VERSION = 17
+PII_RULES_VERSION = 18
 """Bumped whenever a detector changes what it finds (curation stages that scrub then re-run)."""
 PII_TYPES: tuple[str, ...] = ("EMAIL", "IBAN", "CARD", "IP", "ORDER_ID", "NATIONAL_ID", "ADDRESS", "PHONE", "NAME")
 """Every type the scrubber knows, in overlap-priority order."""
@@ -1270,22 +1270,25 @@ class Scrubber:
             found = _with_directions(text, found)
         elif "#" in text or _ORDER_CONTEXT.search(text):  # "#A1B2C3", "booking ref is QXTRFB"
             found.extend(_order_ids(text))
-        names = self.names.find(text, [(d.start, d.end) for d in found])
+        graded = self.names.find_graded(text, [(d.start, d.end) for d in found])
         if _shouting(text):  # "NAME ON TICKET SHOULD BE OLUWAFEMI ADEYEMI": read it as if not shouted
             common = self.names.lexicon.common if self.names.lexicon is not None else frozenset()
-            names = [*names, *self.names.find(_decapitalised(text, common), [(d.start, d.end) for d in found])]
-        names = _not_street_names(text, found, names)
+            graded = [*graded, *self.names.find_graded(_decapitalised(text, common), [(d.start, d.end) for d in found])]
+        reading = self.tagger.read(text) if self.tagger is not None and tagged else None
+        if reading is not None:  # a name on its words' evidence alone, in words the tagger reads as no PII at all
+            graded = [g for g in graded if not g[2] or (p := reading.pii_prob(g[0], g[1])) is None or p >= NAME_VETO]
+        names = _not_street_names(text, found, [(s, e) for s, e, _ in graded])
         out = resolve([*_names_out_of_addresses(text, found, names), *(Detection(s, e, "NAME") for s, e in names)])
         if tails:
             out = resolve([*out, *_cover_tails(text, out, tails)])
-        return self._with_tagged(text, out) if self.tagger is not None and tagged else out
+        return self._with_tagged(text, out, reading) if reading is not None else out
 
-    def _with_tagged(self, text: str, found: list[Detection]) -> list[Detection]:
+    def _with_tagged(self, text: str, found: list[Detection], reading: Reading | None = None) -> list[Detection]:
         """``found`` plus the parts of the tagger's spans (:meth:`_tagged`) that no detection covers: the rules'
         detections stay as they are (a tagged span never displaces one), and a tagged part right next to a
         detection of its own type joins it ("Lena" found, "Lena Chen" tagged: one name)."""
         out = list(found)
-        for d in self._tagged(text, found):
+        for d in self._tagged(text, found, reading):
             for a, b in _uncovered(text, d.start, d.end, out):
                 if d.type == "NAME":  # a name's piece is judged again on its own
                     kept = self.names.tagged(text, a, b)
@@ -1302,14 +1305,16 @@ class Scrubber:
                 out.append(Detection(a, b, d.type))
         return sorted(out)
 
-    def _tagged(self, text: str, found: Sequence[Detection]) -> list[Detection]:
+    def _tagged(self, text: str, found: Sequence[Detection], reading: Reading | None = None) -> list[Detection]:
         """The PII tagger's spans (grown to whole words) that no detection holds whole, each kept only when sure
         (:data:`~data_curation.tagger.THRESHOLD`) and past the precision rules: a name by
         :meth:`NameFinder.tagged`, any other type by :func:`_tagged_value_ok` (a reference reads as no quantity,
         price, date, barcode, flight or model number; an e-mail has an at and a dot; an address has its pieces)."""
-        assert self.tagger is not None
+        if reading is None:
+            assert self.tagger is not None
+            reading = self.tagger.read(text)
         out = []
-        for span in self.tagger.spans(text):
+        for span in reading.spans:
             if span.prob < TAGGER_THRESHOLD:
                 continue
             a, b = _whole_words(text, span.start, span.end)

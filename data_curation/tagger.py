@@ -52,6 +52,12 @@ SEED = 0
 THRESHOLD = 0.8
 """A span is used when each of its tokens' type has at least this probability (chosen on development sets left out
 of training one at a time, dev8, dev9 and dev10: recall +0.013 / +0.018 / +0.038 over the rules; README)."""
+NAME_VETO = 0.01
+"""A name span the rules found on its words' evidence alone (a word that is somebody's name in some country, a
+PERSON span of spaCy, a word of another script; no cue around it) is dropped when every token of it is known to
+the tagger's vocabulary and none has a PII probability of at least this (1 − P(``O``)): greetings, brands, places
+and other languages' words the lexicon took for names ("Salaam", "Konga", "talla"). Chosen on dev11 … dev15 (none
+of them in the tagger's training; README)."""
 AUGMENT = 0
 """Copies of each message with PII made with every value swapped for another of its type (:func:`augmented`); 1 gave
 +0.003 recall and −0.005 precision on dev8-10 left out for 60 % more training (``bench/pii_tagger.py``), so 0."""
@@ -69,6 +75,24 @@ class TaggedSpan:
     end: int
     type: str
     prob: float
+
+
+@dataclass(frozen=True)
+class Reading:
+    """What the tagger made of one text: its spans, and per token ``(start, end, p_pii, known)``: the probability
+    that the token is part of some PII value (1 − P(``O``)) and whether the vocabulary knows it (not ``[UNK]``:
+    the uncased WordPiece vocabulary has no Thai, Ethiopic and most Han characters, so there it reads nothing)."""
+
+    spans: list[TaggedSpan]
+    tokens: list[tuple[int, int, float, bool]]
+
+    def pii_prob(self, start: int, end: int) -> float | None:
+        """The highest PII probability of the tokens inside ``[start, end)``; None when one of them is unknown
+        to the vocabulary or no token lies there (the tagger has no opinion to give)."""
+        inside = [t for t in self.tokens if t[0] < end and t[1] > start]
+        if not inside or not all(t[3] for t in inside):
+            return None
+        return max(t[2] for t in inside)
 
 
 def fingerprint(sets_dir: Path = SETS_DIR, sets: Sequence[str] = TRAIN_SETS, epochs: int = EPOCHS,
@@ -290,7 +314,7 @@ class PiiTagger:
         self.epochs = epochs
         self.augment = augment
         self.memo_size = memo_size
-        self._memo: dict[str, list[TaggedSpan]] = {}
+        self._memo: dict[str, Reading] = {}
         self._model: Any = None
         self._tok: Any = None
 
@@ -340,6 +364,10 @@ class PiiTagger:
 
     def spans(self, text: str) -> list[TaggedSpan]:
         """The tagged spans of ``text``; a long text is read in overlapping windows of ``WINDOW_TOKENS``."""
+        return self.read(text).spans
+
+    def read(self, text: str) -> Reading:
+        """The spans and per-token PII probabilities of ``text`` (answered once from a :meth:`prefetch`)."""
         hit = self._memo.pop(text, None)
         return hit if hit is not None else self._read([text])[0]
 
@@ -352,15 +380,16 @@ class PiiTagger:
             self._memo.clear()  # texts prefetched and never asked for: dropped whole, memory stays bounded
         self._memo.update(zip(todo, self._read(todo), strict=True))
 
-    def _read(self, texts: Sequence[str], batch: int = 32) -> list[list[TaggedSpan]]:
+    def _read(self, texts: Sequence[str], batch: int = 32) -> list[Reading]:
         import torch
 
         from infra.threads import torch_threads
 
         out: list[list[TaggedSpan]] = [[] for _ in texts]
+        tokens: list[dict[tuple[int, int], tuple[int, int, float, bool]]] = [{} for _ in texts]
         live = [i for i, t in enumerate(texts) if t.strip()]
         if not live:
-            return out
+            return [Reading([], []) for _ in texts]
         model, tok = self._load()
         live.sort(key=lambda i: len(texts[i]))  # similar lengths together: less padding
         for k in range(0, len(live), batch):
@@ -369,15 +398,21 @@ class PiiTagger:
                       return_overflowing_tokens=True, return_offsets_mapping=True, padding=True, return_tensors="pt")
             offsets = enc.pop("offset_mapping").tolist()
             owners = enc.pop("overflow_to_sample_mapping").tolist()
+            ids = enc["input_ids"].tolist()
             with torch.inference_mode(), torch_threads(self.threads):
                 probs = model(**enc).logits.float().softmax(-1).tolist()
-            for offs, rows, owner in zip(offsets, probs, owners, strict=True):
+            for offs, rows, owner, row_ids in zip(offsets, probs, owners, ids, strict=True):
                 i = chunk[owner]
                 out[i].extend(decode(texts[i], [tuple(o) for o in offs], rows))
-        for i in live:  # a span seen by two overlapping windows counts once
-            out[i] = sorted({(s.start, s.end, s.type): s for s in reversed(out[i])}.values(),
-                            key=lambda s: (s.start, s.end))
-        return out
+                for (a, b), row, tid in zip(offs, rows, row_ids, strict=True):
+                    if a != b:  # a token two windows share: the later window's reading (it sees more before it)
+                        tokens[i][(a, b)] = (a, b, 1.0 - float(row[0]), tid != tok.unk_token_id)
+        readings = []
+        for i in range(len(texts)):  # a span seen by two overlapping windows counts once
+            spans = sorted({(s.start, s.end, s.type): s for s in reversed(out[i])}.values(),
+                           key=lambda s: (s.start, s.end))
+            readings.append(Reading(spans, sorted(tokens[i].values())))
+        return readings
 
     def __getstate__(self) -> dict[str, Any]:  # sent to worker processes unloaded
         return {**self.__dict__, "_memo": {}, "_model": None, "_tok": None}

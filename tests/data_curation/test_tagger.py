@@ -9,6 +9,7 @@ Every sentence here is written for this test (none comes from bench/pii_sets).
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,9 @@ from data_curation.config import DEFAULT_PHONE_REGIONS, CurateConfig
 from data_curation.pii import Detection, Scrubber, _tagged_value_ok
 from data_curation.tagger import (
     LABELS,
+    NAME_VETO,
     PiiTagger,
+    Reading,
     TaggedSpan,
     TaggerError,
     augmented,
@@ -136,6 +139,17 @@ def test_the_tagger_trains_once_into_its_cache_and_finds_what_it_learnt(tmp_path
         [[(x.start, x.end, x.type) for x in row] for row in alone]
     with pytest.raises(ValueError, match="precision"):
         PiiTagger(precision="fp16")
+    # its reading gives every token a PII probability, and says which tokens the vocabulary does not know
+    text = "Kwabena will collect the parcel"
+    reading = tagger.read(text)
+    assert reading.pii_prob(0, 7) > 0.5 > reading.pii_prob(text.index("parcel"), len(text))
+    assert [text[a:b] for a, b, *_ in reading.tokens][-2:] == ["the", "parcel"]
+    thai = "ขอบคุณ Teodor"  # Thai script: [UNK] to the uncased WordPiece vocabulary
+    assert tagger.read(thai).pii_prob(0, 6) is None and tagger.read(thai).pii_prob(7, 13) is not None
+    tagger.prefetch([text])
+    batched_tokens = tagger.read(text).tokens
+    assert [(a, b, known) for a, b, _, known in batched_tokens] == [(a, b, known) for a, b, _, known in reading.tokens]
+    assert [p for *_, p, _ in batched_tokens] == pytest.approx([p for *_, p, _ in reading.tokens], abs=1e-4)
 
 
 
@@ -180,6 +194,9 @@ class _Spans:
 
     def spans(self, text: str) -> list[TaggedSpan]:
         return self.given
+
+    def read(self, text: str) -> Reading:
+        return Reading(self.spans(text), [])
 
 
 @pytest.fixture(scope="module")
@@ -258,6 +275,62 @@ def test_the_config_switches_the_tagger_on() -> None:
     assert Scrubber.configured(DEFAULT_PHONE_REGIONS, "rules", tagger=True).tagger is not None
     with pytest.raises(ValueError, match="tagger"):
         CurateConfig.model_validate({"anonymise": {"tagger": "maybe"}})
+
+
+def test_a_reading_gives_the_highest_pii_probability_inside_a_span_or_none_where_it_cannot_read() -> None:
+    #        "ask Sipho about ขอบ"
+    reading = Reading([], [(0, 3, 0.02, True), (4, 6, 0.9, True), (6, 9, 0.4, True), (10, 15, 0.001, True),
+                           (16, 19, 0.3, False)])
+    assert reading.pii_prob(4, 9) == 0.9        # "Sipho": its two pieces, the higher
+    assert reading.pii_prob(0, 3) == 0.02
+    assert reading.pii_prob(5, 12) == 0.9       # any token overlapping the span counts
+    assert reading.pii_prob(10, 19) is None     # a token the vocabulary does not know: no opinion
+    assert reading.pii_prob(20, 25) is None     # no token there
+    assert Reading([], []).pii_prob(0, 3) is None
+
+
+@pytest.mark.parametrize("text, graded", [
+    ("is Sipho coming to the launch", [("Sipho", True)]),           # a rare name, nothing around it: weak
+    ("Marhaba! is the mall open", [("Marhaba", True)]),             # a greeting the lexicon takes for a name
+    ("my daughter Sipho wants one", [("Sipho", False)]),            # a relative before it: cued
+    ("name: Sipho Dlamini", [("Sipho Dlamini", False)]),
+    ("Pak Joko left his bag", [("Pak Joko", False)]),               # a title is a cue
+    ("thanks Sipho for the quick reply", [("Sipho", False)]),
+])
+def test_name_spans_say_whether_only_their_words_are_evidence(scrubber: Scrubber, text: str,
+                                                             graded: list[tuple[str, bool]]) -> None:
+    assert [(text[a:b], weak) for a, b, weak in scrubber.names.find_graded(text)] == graded
+    assert scrubber.names.find(text) == [(a, b) for a, b, _ in scrubber.names.find_graded(text)]
+
+
+class _Reads(_Spans):
+    """Stands in for the model: one reading with the given PII probability on every word of the text."""
+
+    def __init__(self, text: str, prob: float, known: bool = True) -> None:
+        super().__init__([])
+        self.reading = Reading([], [(m.start(), m.end(), prob, known) for m in re.finditer(r"\w+", text)])
+
+    def read(self, text: str) -> Reading:
+        return self.reading
+
+
+@pytest.mark.parametrize("text, prob, known, kept", [
+    ("is Sipho coming to the launch", 0.004, True, False),           # weak and read as no PII: dropped
+    ("is Sipho coming to the launch", NAME_VETO, True, True),        # at the veto: kept
+    ("is Sipho coming to the launch", 0.004, False, True),           # words the tagger cannot read: kept
+    ("Marhaba! is the mall open", 0.004, True, False),
+    ("my daughter Sipho wants one", 0.0001, True, True),             # cued: the rules stand
+    ("Pak Joko left his bag", 0.0001, True, True),
+])
+def test_the_tagger_overrules_only_weak_names_in_words_it_can_read(scrubber: Scrubber, text: str, prob: float,
+                                                                   known: bool, kept: bool) -> None:
+    assert [d.type for d in scrubber.detect(text)] == ["NAME"]  # without a tagger the rules find it
+    scrubber.tagger = _Reads(text, prob, known)  # type: ignore[assignment]
+    try:
+        assert ([d.type for d in scrubber.detect(text)] == ["NAME"]) is kept
+        assert [d.type for d in scrubber.detect(text, tagged=False)] == ["NAME"]  # re-reads of joints: no veto
+    finally:
+        scrubber.tagger = None
 
 
 def test_uncovered_pieces_are_trimmed_and_skip_every_detection() -> None:
