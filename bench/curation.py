@@ -3,8 +3,9 @@
     python bench/curation.py --quick     # 50k sessions (about 6 minutes on 2 cores)
     python bench/curation.py             # 1M sessions (generation ~1 min, curation ~10+ min a run on 2 cores)
 
-**PII on text our generator never wrote.** ``bench/pii_sets/test3.jsonl`` and ``test2.jsonl`` are the held-out
-sets: hand-written and labelled by authors who never saw the scrubber's rules (names of many origins and scripts,
+**PII on text our generator never wrote.** ``bench/pii_sets/test5.jsonl``, ``test4.jsonl``, ``test3.jsonl`` and
+``test2.jsonl`` are the held-out sets (newest first; their misses are never read): hand-written and labelled by
+authors who never saw the scrubber's rules (names of many origins and scripts,
 addresses of many countries, PII split across turns, brands, products, colours, cities and POIs that must survive).
 They are scored with the three ``anonymise.names`` settings: ``rules`` (cue phrases and the shipped name lists),
 ``lexicon`` (+ person names of 105 countries) and ``ner`` (+ spaCy's PERSON entities), and ``ner+tagger`` (+ the
@@ -16,7 +17,7 @@ clean, ``dev6.jsonl`` was written to probe precision and typing, ``dev7.jsonl`` 
 formats, scored once on the rules before it was used); their figures are printed too, for comparison, but the
 held-out sets are never looked at while tuning. Definitions: :mod:`data_curation.pii_eval`. ``--dev-only`` scores the
 development sets alone (what to run while working on the scrubber), ``--held-out-only`` the ``--pii-set`` sets alone
-(``--pii-set bench/pii_sets/test4.jsonl --held-out-only``: a new author's set, scored once).
+(``--pii-set bench/pii_sets/test5.jsonl --held-out-only``: the newest author's set alone).
 
 The world is the shopping generator's (20k items, 2000 tasks, PII-laden logs with an answer key).
 Sidekick runs with ``apps/shopping/curate.yaml`` (MiniLM selection; ``--embedder hashing`` swaps in
@@ -235,7 +236,7 @@ def main() -> None:
     parser.add_argument("--embedder", choices=("minilm", "hashing"), default="minilm")
     parser.add_argument("--pii-set", type=Path, action="append", default=None,
                         help="hand-labelled PII set to score (JSONL, see data_curation/pii_eval.py); repeatable; "
-                             "default: the held-out sets test3.jsonl and test2.jsonl")
+                             "default: the held-out sets test5, test4, test3 and test2")
     parser.add_argument("--pii-only", action="store_true", help="score the labelled sets only (no curation runs)")
     parser.add_argument("--dev-only", action="store_true",
                         help="score the development sets only (dev*.jsonl), not the held-out --pii-set")
@@ -248,7 +249,7 @@ def main() -> None:
     n = args.sessions or (50_000 if args.quick else 1_000_000)
     pii: dict[str, dict[str, Any]] = {}
     sets = ROOT / "bench" / "pii_sets"
-    held_out = [] if args.dev_only else (args.pii_set or [sets / "test3.jsonl", sets / "test2.jsonl"])
+    held_out = [] if args.dev_only else (args.pii_set or [sets / f"test{k}.jsonl" for k in (5, 4, 3, 2)])
     dev = [] if args.held_out_only else sorted(sets.glob("dev*.jsonl"))
     for path in dict.fromkeys([*held_out, *dev]):
         if path.is_file():  # the tagger is not scored on the sets it learnt from
