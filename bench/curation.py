@@ -272,7 +272,9 @@ def main() -> None:
         _print(n, runs, base)
         result.update(sessions=n, embedder=args.embedder, generate=gen, sidekick=runs, baseline=base)
     for name, scores in pii.items():
-        _print_pii(name + (" (developed on)" if Path(name).stem in TRAIN_SETS else " (held out)"), scores)
+        stem = Path(name).stem
+        _print_pii(name + (" (held out)" if stem.startswith("test") else " (developed on; the tagger's training too)"
+                           if stem in TRAIN_SETS else " (developed on; the tagger never read it)"), scores)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2) + "\n")
     print(f"\nwrote {args.out}")

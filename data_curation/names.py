@@ -193,6 +193,8 @@ _SIGN_OFF = re.compile(r"(?:^|[.!?\n]\s+|\s[-—–~]\s*|^[-—–~]\s*|(?i:\b(?
                        r"selamlar|saygılarımla|с уважением),?\s+))"
                        rf"(?P<n>{_LET}++(?:['’\-]{_LET}++)*(?: {_LET}++(?:['’\-]{_LET}++)*){{0,3}})"
                        r"\s*[.!❤️🙏😊🙂✨💕💛♥]*\s*['\"’”]?\s*[.!]?\s*$")
+# The last word of a message after a sentence end, a dash or a comma: "… не приймає. Юлія", "…, Василь".
+_LAST_WORD = re.compile(rf"(?:[.!?,]|\s[-—–~])\s+(?P<n>{_LET}++)\s*[.!❤️🙏😊🙂✨💕💛♥]*\s*$")
 # A name before an honorific or a copula, in scripts without spaces: "田中さくら です", "김민지입니다".
 _CJK_HONORIFIC = re.compile(r"(?<![\u4e00-\u9fff\u3040-\u30ff])([\u4e00-\u9fff]{1,3}[\u3040-\u30ff]{0,4}|[\u30a0-\u30ff]{2,8}"
                             r"|[\u3041-\u3093]{2,4}(?=ちゃん|さん|くん|様|さま))"
@@ -690,6 +692,9 @@ class NameFinder:
         if self.lexicon is not None:
             spans.extend(self._cued(text))
             spans.extend(self._signed(text))
+            signed = self._signed_by_first_name(text)
+            weak.extend(signed)
+            spans.extend(signed)
             spans.extend(self._booked_for(text))
             spans.extend(m.span(1) if m.group(1) else m.span(2) for m in _CJK_HONORIFIC.finditer(text))
             spans.extend(m.span("name") for m in _CJK_SIGNOFF.finditer(text) if _signoff_name(m.group("name")))
@@ -929,6 +934,22 @@ class NameFinder:
                 and not lex.is_brand_or_town(words[0].key) and words[0].key not in PRODUCT_WORDS)):
             return []  # "love, Precious 💕", "— Grant"
         return [(words[0].start, words[-1].end)]
+
+    def _signed_by_first_name(self, text: str) -> list[tuple[int, int]]:
+        """One capitalised word closing a message after a sentence end, a dash or a comma, that is a first name in
+        some country even if also a common word ("… не приймає. Юлія", "…, Василь"): :meth:`_signed` leaves such a
+        word alone (it may be a greeting, a brand, a word), so this is weak evidence, for the tagger to confirm."""
+        lex = self.lexicon
+        m = _LAST_WORD.search(text)
+        if m is None or lex is None:
+            return []
+        tok = _Tok(m.start("n"), m.end("n"), m.group("n"))
+        key = tok.key
+        if not tok.titled or key not in lex.first or key in _NOT_NAMES or key in self.protected \
+                or key in PRODUCT_WORDS or key in lex.brands or lex.is_place(key) or lex.is_brand_or_town(key) \
+                or key in lex.frequent or self._product_context(text, [tok]):
+            return []
+        return [(tok.start, tok.end)]
 
     def _whole_run(self, run: list[_Tok], span: tuple[int, int]) -> tuple[int, int]:
         """With a lexicon, a name found in part of a run takes the run's other name-like words too

@@ -296,6 +296,10 @@ def test_a_reading_gives_the_highest_pii_probability_inside_a_span_or_none_where
     ("name: Sipho Dlamini", [("Sipho Dlamini", False)]),
     ("Pak Joko left his bag", [("Pak Joko", False)]),               # a title is a cue
     ("thanks Sipho for the quick reply", [("Sipho", False)]),
+    ("Телефонуйте: 067-123-45-67, Василь", [("Василь", True)]),     # a first name that is also a common word,
+    ("Мій банк не приймає. Юлія", [("Юлія", True)]),               # closing a message: weak
+    ("do you ship to Spain, Madrid", []),                            # a place closing it: nothing
+    ("is it in stock, Nike", []),                                    # a brand
 ])
 def test_name_spans_say_whether_only_their_words_are_evidence(scrubber: Scrubber, text: str,
                                                              graded: list[tuple[str, bool]]) -> None:
