@@ -853,6 +853,28 @@ def _piece_kind(piece: str) -> str | None:
     return None
 
 
+_ADDRESS_JOINT = re.compile(r"[\s,.;:/\-–—]*(?:[^\W\d_]{1,10}\.?[\s,.;:/\-–—]*)?")
+
+
+def _joined_addresses(text: str, found: list[Detection]) -> list[Detection]:
+    """Two address spans with only punctuation and at most one short word between them are one address, the gap
+    included: "… Camella Homes, Brgy" + ". " + "Molino III, Bacoor", "…, ap. 27" + ", sector " + "5, București 050871",
+    "… Rio de Janeiro" + " - " + "RJ, 22050-001" (each piece was found on its own; the gap between them was left)."""
+    addresses = sorted(d for d in found if d.type == "ADDRESS")
+    if len(addresses) < 2:
+        return found
+    merged: list[Detection] = [addresses[0]]
+    for d in addresses[1:]:
+        last = merged[-1]
+        gap = text[last.end : d.start]
+        if d.start >= last.end and len(gap) <= 16 and _ADDRESS_JOINT.fullmatch(gap) is not None \
+                and not any(x.type != "ADDRESS" and x.start < d.start and x.end > last.end for x in found):
+            merged[-1] = Detection(last.start, max(last.end, d.end), "ADDRESS")
+        else:
+            merged.append(d)
+    return sorted([d for d in found if d.type != "ADDRESS"] + merged)
+
+
 def _address_chains(text: str, found: list[Detection]) -> list[Detection]:
     """``found`` with address chains (above) added; the identifier or order spans inside a chain are dropped."""
     out = list(found)
@@ -1281,7 +1303,7 @@ class Scrubber:
         out = resolve([*_names_out_of_addresses(text, found, names), *(Detection(s, e, "NAME") for s, e in names)])
         if tails:
             out = resolve([*out, *_cover_tails(text, out, tails)])
-        return self._with_tagged(text, out, reading) if reading is not None else out
+        return _joined_addresses(text, self._with_tagged(text, out, reading) if reading is not None else out)
 
     def _with_tagged(self, text: str, found: list[Detection], reading: Reading | None = None) -> list[Detection]:
         """``found`` plus the parts of the tagger's spans (:meth:`_tagged`) that no detection covers: the rules'

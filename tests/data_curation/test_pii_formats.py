@@ -567,3 +567,29 @@ def test_capitals_after_a_name_cue_that_are_words_are_kept(scrubber: Scrubber, t
 ])
 def test_an_address_ends_with_its_town_not_with_the_next_sentence(scrubber: Scrubber, text: str, expected: str) -> None:
     assert scrubber.scrub(text)[0] == expected
+
+
+@pytest.mark.parametrize("text, pieces, joined", [
+    # two address pieces with a short gap: one address, the gap included
+    ("Brgy 3. Molino III, Bacoor", ["Brgy 3", "Molino III, Bacoor"], ["Brgy 3. Molino III, Bacoor"]),
+    ("ap. 27, sector 5, București", ["ap. 27", "5, București"], ["ap. 27, sector 5, București"]),
+    ("Rio de Janeiro - RJ, 22050-001", ["Rio de Janeiro", "RJ, 22050-001"], ["Rio de Janeiro - RJ, 22050-001"]),
+    # two words between them, or a long gap: two addresses
+    ("Calle Olmo 14 and then Rua Augusta 12", ["Calle Olmo 14", "Rua Augusta 12"], ["Calle Olmo 14", "Rua Augusta 12"]),
+    ("Calle Olmo 14, ................. Rua Augusta 12", ["Calle Olmo 14", "Rua Augusta 12"],
+     ["Calle Olmo 14", "Rua Augusta 12"]),
+])
+def test_address_pieces_with_only_punctuation_or_one_word_between_are_one_address(
+        text: str, pieces: list[str], joined: list[str]) -> None:
+    from data_curation.pii import Detection, _joined_addresses
+
+    found = [Detection(text.index(p), text.index(p) + len(p), "ADDRESS") for p in pieces]
+    assert [text[d.start : d.end] for d in _joined_addresses(text, found)] == joined
+
+
+def test_a_value_of_another_type_between_two_address_pieces_keeps_them_apart() -> None:
+    from data_curation.pii import Detection, _joined_addresses
+
+    text = "Rua X 12, Ana, Porto 4000"
+    found = [Detection(0, 8, "ADDRESS"), Detection(10, 13, "NAME"), Detection(15, 25, "ADDRESS")]
+    assert _joined_addresses(text, found) == found
