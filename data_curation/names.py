@@ -672,10 +672,9 @@ class NameFinder:
         return key in self.protected or (self.lexicon is not None and self.lexicon.is_place(key)) or \
             (not tok.titled and not tok.caseless)
 
-    def _rules(self, text: str, toks: list[_Tok], weak: list[tuple[int, int]] | None = None) -> list[tuple[int, int]]:
+    def _rules(self, text: str, toks: list[_Tok], weak: list[tuple[int, int]]) -> list[tuple[int, int]]:
         """The rules' name spans; each found on the words' own evidence only is also added to ``weak``."""
         spans: list[tuple[int, int]] = []
-        weak = [] if weak is None else weak
         i = 0
         while i < len(toks):
             j = self._run_end(text, toks, i)

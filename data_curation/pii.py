@@ -1305,7 +1305,7 @@ class Scrubber:
             out = resolve([*out, *_cover_tails(text, out, tails)])
         return _joined_addresses(text, self._with_tagged(text, out, reading) if reading is not None else out)
 
-    def _with_tagged(self, text: str, found: list[Detection], reading: Reading | None = None) -> list[Detection]:
+    def _with_tagged(self, text: str, found: list[Detection], reading: Reading) -> list[Detection]:
         """``found`` plus the parts of the tagger's spans (:meth:`_tagged`) that no detection covers: the rules'
         detections stay as they are (a tagged span never displaces one), and a tagged part right next to a
         detection of its own type joins it ("Lena" found, "Lena Chen" tagged: one name)."""
@@ -1327,14 +1327,11 @@ class Scrubber:
                 out.append(Detection(a, b, d.type))
         return sorted(out)
 
-    def _tagged(self, text: str, found: Sequence[Detection], reading: Reading | None = None) -> list[Detection]:
+    def _tagged(self, text: str, found: Sequence[Detection], reading: Reading) -> list[Detection]:
         """The PII tagger's spans (grown to whole words) that no detection holds whole, each kept only when sure
         (:data:`~data_curation.tagger.THRESHOLD`) and past the precision rules: a name by
         :meth:`NameFinder.tagged`, any other type by :func:`_tagged_value_ok` (a reference reads as no quantity,
         price, date, barcode, flight or model number; an e-mail has an at and a dot; an address has its pieces)."""
-        if reading is None:
-            assert self.tagger is not None
-            reading = self.tagger.read(text)
         out = []
         for span in reading.spans:
             if span.prob < TAGGER_THRESHOLD:

@@ -112,10 +112,7 @@ class Admission:
         """
         now = self.clock()
         with self._lock:
-            self._in_flight = max(0, self._in_flight - 1)
-            if self._in_flight == 0 and self._busy_since is not None:
-                self._busy.append((self._busy_since, now))
-                self._busy_since = None
+            self._leave(now)
             service = self._service.get(app)
             if service and self.learn_curve:
                 self.curve.add(others + 1, latency_ms / service * (1.0 if delivered else self.cut_penalty), now)
@@ -126,6 +123,19 @@ class Admission:
                     old = self._service.get(app)
                     self._service[app] = latency_ms if old is None else (1 - self.alpha) * old + self.alpha * latency_ms
             self._trim(now)
+
+    def drop(self) -> None:
+        """The turn is over without having used the model (the app answered it itself: the livestream reader's sure
+        answers): it leaves the turns in flight and measures nothing; a ~1 ms "turn" would make the service time,
+        capacity and latency curve of model turns look faster than they are."""
+        with self._lock:
+            self._leave(self.clock())
+
+    def _leave(self, now: float) -> None:
+        self._in_flight = max(0, self._in_flight - 1)
+        if self._in_flight == 0 and self._busy_since is not None:
+            self._busy.append((self._busy_since, now))
+            self._busy_since = None
 
     # ------------------------------------------------------------------------------------------ forecast
     @property

@@ -197,6 +197,9 @@ async def _model_turn(server: AgentServer, app: str, session: SessionState, text
         failed = task.cancelled() or task.exception() is not None
         if failed and cut:
             log.info("a turn cut at its deadline ended with %r", None if task.cancelled() else task.exception())
+        if not failed and not cut and task.result().reason == SURE:
+            server.admission.drop()  # the app answered itself: no model time to measure
+            return
         delivered = not (cut or failed or task.result().reason in ("budget", "timeout"))
         server.admission.finish(app, budget.elapsed_ms(), others=others, delivered=delivered)
 

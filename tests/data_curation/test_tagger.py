@@ -208,7 +208,7 @@ def _tagged(scrubber: Scrubber, text: str, word: str, kind: str, prob: float = 0
     start = text.index(word)
     scrubber.tagger = _Spans([TaggedSpan(start, start + len(word), kind, prob)])  # type: ignore[assignment]
     try:
-        return scrubber._tagged(text, [])
+        return scrubber._tagged(text, [], scrubber.tagger.read(text))
     finally:
         scrubber.tagger = None
 
@@ -238,10 +238,10 @@ def test_tagged_spans_below_the_threshold_or_inside_a_detection_are_dropped(scru
     assert _tagged(scrubber, text, "tamsin", "NAME", prob=0.5) == []
     scrubber.tagger = _Spans([TaggedSpan(0, 6, "NAME", 0.99)])  # type: ignore[assignment]
     try:
-        assert scrubber._tagged(text, [Detection(0, 6, "NAME")]) == []
+        assert scrubber._tagged(text, [Detection(0, 6, "NAME")], scrubber.tagger.read(text)) == []
         # a span is grown to whole words: "tams" -> "tamsin"
         scrubber.tagger = _Spans([TaggedSpan(0, 4, "NAME", 0.99)])  # type: ignore[assignment]
-        assert scrubber._tagged(text, []) == [Detection(0, 6, "NAME")]
+        assert scrubber._tagged(text, [], scrubber.tagger.read(text)) == [Detection(0, 6, "NAME")]
     finally:
         scrubber.tagger = None
 
@@ -354,7 +354,7 @@ def test_tagged_parts_never_displace_a_detection_and_join_their_own_type(scrubbe
     scrubber.tagger = _Spans([TaggedSpan(8, 17, "NAME", 0.99),       # "Lena Chen": "Chen" joins the found "Lena"
                               TaggedSpan(13, 42, "EMAIL", 0.99)])    # over the name and the e-mail: nothing left
     try:
-        assert scrubber._with_tagged(text, [name, mail]) == [Detection(8, 17, "NAME"), mail]
+        assert scrubber._with_tagged(text, [name, mail], scrubber.tagger.read(text)) == [Detection(8, 17, "NAME"), mail]
     finally:
         scrubber.tagger = None
 

@@ -172,3 +172,23 @@ def test_bad_settings_are_refused() -> None:
         Admission(level_samples=0)
     with pytest.raises(ValueError, match="cut_penalty"):
         Admission(cut_penalty=0.5)
+
+
+def test_a_turn_the_app_answered_itself_leaves_the_count_and_measures_nothing() -> None:
+    clock = Clock()
+    adm = Admission(window_s=10.0, min_samples=1, alpha=1.0, clock=clock)
+    others = adm.start()
+    clock.t += 0.3
+    adm.finish("live", 300.0, others=others, delivered=True)  # one model turn: service 300 ms, capacity 1 / 0.3 s
+    assert adm.capacity() == pytest.approx(1 / 0.3)
+    adm.start()
+    clock.t += 0.001
+    adm.drop()  # a sure answer, 1 ms: busy time, but no completion and no service time
+    assert adm.in_flight == 0 and (adm._service["live"], adm._completed) == (300.0, 1)
+    assert adm.capacity() == pytest.approx(1 / 0.301)  # finished as a delivery it would read 2 / 0.301
+    adm.start()
+    adm.start()
+    adm.drop()
+    assert adm.in_flight == 1
+    adm.drop()
+    assert adm.in_flight == 0 and adm.forecast("live").predicted_ms == 0.0
